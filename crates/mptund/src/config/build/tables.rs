@@ -1,0 +1,264 @@
+//! The tables client and server share: `[tun]`, `[scheduler]`, `[reorder]`,
+//! `[timers]` and `[log]`.
+
+use super::*;
+
+impl Validator<'_> {
+    pub(super) fn tun(&self, raw: &Option<Sp<RawTun>>) -> Result<TunConfig> {
+        let spanned = self.required_table(
+            raw,
+            "tun",
+            "`name = \"mptun0\"` and `addresses = [\"198.18.100.2/24\"]`",
+        )?;
+        let tun = spanned.get_ref();
+        let table = Table {
+            path: "tun",
+            header: Some(spanned.span()),
+        };
+        let name_value = self.required(&tun.name, &table, "name", "\"mptun0\"")?;
+        let name = self.interface_name(
+            name_value,
+            "tun.name",
+            "choose a name such as \"mptun0\" that no other interface has",
+        )?;
+
+        let list = self.required(&tun.addresses, &table, "addresses", "[\"198.18.100.2/24\"]")?;
+        if list.get_ref().is_empty() {
+            return Err(self
+                .error(list.span(), "tun.addresses", "is empty; at least one address is required")
+                .with_hint("add the tunnel's inner address with its prefix length, e.g. [\"198.18.100.2/24\"]"));
+        }
+        let mut addresses: Vec<IpNet> = Vec::with_capacity(list.get_ref().len());
+        for (index, value) in list.get_ref().iter().enumerate() {
+            let field = format!("tun.addresses[{index}]");
+            let net = self.ip_net(
+                value,
+                &field,
+                "write the address with its subnet's prefix length, e.g. \"198.18.100.2/24\" or \"fd00:6d70::2/64\"",
+            )?;
+            if net.prefix_len == 0 {
+                return Err(self
+                    .error(value.span(), &field, format!("{net} has prefix length 0"))
+                    .with_hint("give the tunnel subnet's prefix length, e.g. /24 or /64"));
+            }
+            if net.addr.is_unspecified() || net.addr.is_multicast() || net.addr.is_loopback() {
+                return Err(self
+                    .error(
+                        value.span(),
+                        &field,
+                        format!("{} cannot be an interface address", net.addr),
+                    )
+                    .with_hint("use a unicast address of the tunnel's subnet"));
+            }
+            if addresses.iter().any(|a| a.addr == net.addr) {
+                return Err(self
+                    .error(
+                        value.span(),
+                        &field,
+                        format!("{} is listed twice", net.addr),
+                    )
+                    .with_hint("remove the duplicate"));
+            }
+            addresses.push(net);
+        }
+
+        let mtu = match &tun.mtu {
+            Some(value) => {
+                let mtu = *value.get_ref();
+                if !(MIN_MTU..=i64::from(u16::MAX)).contains(&mtu) {
+                    return Err(self
+                        .error(value.span(), "tun.mtu", format!("{mtu} bytes is out of range"))
+                        .with_hint(format!(
+                            "use a value from {MIN_MTU} to 65535 bytes, or remove mtu to let the daemon \
+                             derive it from the smallest path MTU"
+                        )));
+                }
+                if mtu < MIN_IPV6_MTU && addresses.iter().any(|a| a.addr.is_ipv6()) {
+                    return Err(self
+                        .error(
+                            value.span(),
+                            "tun.mtu",
+                            format!("{mtu} bytes is below the IPv6 minimum of {MIN_IPV6_MTU}, and [tun] has an IPv6 address"),
+                        )
+                        .with_hint("raise mtu to at least 1280, remove it to let the daemon choose, or drop the IPv6 address"));
+                }
+                Some(u16::try_from(mtu).unwrap_or(u16::MAX))
+            }
+            None => None,
+        };
+        Ok(TunConfig {
+            name,
+            addresses,
+            mtu,
+        })
+    }
+
+    pub(super) fn scheduler(&self, raw: &Option<Sp<RawScheduler>>) -> Result<SchedulerConfig> {
+        let Some(value) = raw.as_ref().and_then(|r| r.get_ref().name.as_ref()) else {
+            return Ok(SchedulerConfig {
+                name: DEFAULT_SCHEDULER.to_string(),
+            });
+        };
+        let name = value.get_ref();
+        if KNOWN_SCHEDULERS.contains(&name.as_str()) {
+            return Ok(SchedulerConfig { name: name.clone() });
+        }
+        let known: Vec<String> = KNOWN_SCHEDULERS.iter().map(|k| format!("{k:?}")).collect();
+        let hint = match suggest::closest(name, KNOWN_SCHEDULERS.iter().copied()) {
+            Some(candidate) => format!(
+                "did you mean {candidate:?}? known schedulers: {}",
+                known.join(", ")
+            ),
+            None => format!("known schedulers: {}", known.join(", ")),
+        };
+        Err(self
+            .error(
+                value.span(),
+                "scheduler.name",
+                format!("unknown scheduler {name:?}"),
+            )
+            .with_hint(hint))
+    }
+
+    pub(super) fn reorder(&self, raw: &Option<Sp<RawReorder>>) -> Result<ReorderConfig> {
+        let empty = RawReorder::default();
+        let reorder = raw.as_ref().map_or(&empty, |r| r.get_ref());
+        let hold = self.millis(
+            reorder.hold_ms.as_ref(),
+            "reorder.hold_ms",
+            1..=5_000,
+            DEFAULT_REORDER_HOLD,
+        )?;
+        let capacity = self.integer(
+            reorder.capacity_packets.as_ref(),
+            "reorder.capacity_packets",
+            16..=1_048_576,
+            " packets",
+            i64::try_from(DEFAULT_REORDER_CAPACITY_PACKETS).unwrap_or(i64::MAX),
+        )?;
+        Ok(ReorderConfig {
+            hold,
+            capacity_packets: usize::try_from(capacity).unwrap_or(DEFAULT_REORDER_CAPACITY_PACKETS),
+        })
+    }
+
+    pub(super) fn timers(&self, raw: &Option<Sp<RawTimers>>) -> Result<Timers> {
+        let empty = RawTimers::default();
+        let timers = raw.as_ref().map_or(&empty, |t| t.get_ref());
+        let keepalive_interval = self.millis(
+            timers.keepalive_interval_ms.as_ref(),
+            "timers.keepalive_interval_ms",
+            100..=60_000,
+            DEFAULT_KEEPALIVE_INTERVAL,
+        )?;
+        let path_timeout = self.millis(
+            timers.path_timeout_ms.as_ref(),
+            "timers.path_timeout_ms",
+            100..=600_000,
+            DEFAULT_PATH_TIMEOUT,
+        )?;
+        if path_timeout <= keepalive_interval {
+            let (span, field) = match (
+                timers.path_timeout_ms.as_ref(),
+                &timers.keepalive_interval_ms,
+            ) {
+                (Some(value), _) => (Some(value.span()), "timers.path_timeout_ms"),
+                (None, Some(value)) => (Some(value.span()), "timers.keepalive_interval_ms"),
+                (None, None) => (None, "timers.path_timeout_ms"),
+            };
+            let problem = format!(
+                "path_timeout_ms ({}) must be greater than keepalive_interval_ms ({})",
+                path_timeout.as_millis(),
+                keepalive_interval.as_millis()
+            );
+            let err = match span {
+                Some(span) => self.error(span, field, problem),
+                None => self.src.error_unplaced(field, problem),
+            };
+            return Err(err.with_hint(format!(
+                "an idle path hears only keepalives; set path_timeout_ms to about three keepalive intervals, e.g. {}",
+                keepalive_interval.as_millis() * 3
+            )));
+        }
+        let handshake_retry = self.millis(
+            timers.handshake_retry_ms.as_ref(),
+            "timers.handshake_retry_ms",
+            100..=60_000,
+            DEFAULT_HANDSHAKE_RETRY,
+        )?;
+
+        // Each mode has its own session timer; the other one is a mistake.
+        let (own, other, key, other_key, range, default) = match self.mode {
+            Mode::Client => (
+                &timers.session_timeout_ms,
+                &timers.session_idle_timeout_ms,
+                "session_timeout_ms",
+                "session_idle_timeout_ms",
+                1_000..=3_600_000,
+                DEFAULT_SESSION_TIMEOUT,
+            ),
+            Mode::Server => (
+                &timers.session_idle_timeout_ms,
+                &timers.session_timeout_ms,
+                "session_idle_timeout_ms",
+                "session_timeout_ms",
+                1_000..=86_400_000,
+                DEFAULT_SESSION_IDLE_TIMEOUT,
+            ),
+        };
+        if let Some(value) = other {
+            return Err(self
+                .error(
+                    value.span(),
+                    &format!("timers.{other_key}"),
+                    format!("`{other_key}` is not a {} setting", self.mode),
+                )
+                .with_hint(format!("the {} counterpart is `{key}`", self.mode)));
+        }
+        let field = format!("timers.{key}");
+        let session = self.millis(own.as_ref(), &field, range, default)?;
+        if session < path_timeout {
+            let problem = format!(
+                "{key} ({}) is shorter than path_timeout_ms ({})",
+                session.as_millis(),
+                path_timeout.as_millis()
+            );
+            let err = match own {
+                Some(value) => self.error(value.span(), &field, problem),
+                None => self.src.error_unplaced(&field, problem),
+            };
+            return Err(err.with_hint(format!(
+                "a session should outlive its paths; set {key} to at least {}",
+                path_timeout.as_millis()
+            )));
+        }
+        let (session_timeout, session_idle_timeout) = match self.mode {
+            Mode::Client => (session, DEFAULT_SESSION_IDLE_TIMEOUT),
+            Mode::Server => (DEFAULT_SESSION_TIMEOUT, session),
+        };
+        Ok(Timers {
+            keepalive_interval,
+            path_timeout,
+            handshake_retry,
+            session_timeout,
+            session_idle_timeout,
+        })
+    }
+
+    pub(super) fn log(&self, raw: &Option<Sp<RawLog>>) -> Result<LogConfig> {
+        let stats = raw
+            .as_ref()
+            .and_then(|l| l.get_ref().stats_interval_ms.as_ref());
+        let stats_interval = match stats {
+            None => Some(DEFAULT_STATS_INTERVAL),
+            Some(value) if *value.get_ref() == 0 => None,
+            Some(value) => Some(self.millis(
+                Some(value),
+                "log.stats_interval_ms",
+                1_000..=86_400_000,
+                DEFAULT_STATS_INTERVAL,
+            )?),
+        };
+        Ok(LogConfig { stats_interval })
+    }
+}

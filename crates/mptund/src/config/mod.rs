@@ -1,0 +1,335 @@
+//! Configuration: the TOML file parsed once into validated types.
+//!
+//! [`load`] reads a client or server configuration (see `config/client.toml`
+//! and `config/server.toml` at the repository root for documented examples)
+//! and the private key file it names, and returns a [`Config`] in which
+//! durations are [`Duration`]s, addresses are [`SocketAddr`]s and
+//! [`IpNet`]s, and keys are 32-byte arrays. Nothing else on the system is
+//! touched: interfaces, sockets and the TUN device are the daemon's business.
+//!
+//! Every mistake is a [`ConfigError`] that names the file, line, column and
+//! field, says what is wrong and what to do. Things that are legal but
+//! probably unintended (a private key readable by others) come back as
+//! [`Loaded::warnings`].
+
+// `ConfigError` carries file, position, field, problem and hint by value (the
+// daemon's contract). It is built once, on the cold start-up/reload path, so
+// its size in `Result` costs nothing worth boxing for.
+#![allow(clippy::result_large_err)]
+
+mod build;
+mod error;
+mod ipnet;
+mod keys;
+mod raw;
+mod suggest;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use error::ConfigError;
+pub use ipnet::{IpNet, IpNetParseError};
+pub use keys::{decode_key, encode_key, public_key_of, KeyError, KEY_LEN};
+
+/// Scheduler names `[scheduler] name` accepts.
+///
+/// Placeholder until the `mptund_sched` crate exports its list of registered
+/// schedulers.
+pub const KNOWN_SCHEDULERS: &[&str] = &["round-robin"];
+
+/// Scheduler used when `[scheduler]` is absent.
+pub const DEFAULT_SCHEDULER: &str = "round-robin";
+
+/// Default `reorder.hold_ms`: covers the delay spread of cellular uplinks
+/// (tens of ms between LTE modems on a train, LTE versus 5G NSA) with room
+/// for a retransmission-free skip before the inner TCP's RTO.
+pub const DEFAULT_REORDER_HOLD: Duration = Duration::from_millis(100);
+/// Default `reorder.capacity_packets`: 100 ms of 1400-byte packets at about
+/// 450 Mbit/s, above the 4G + 5G aggregate peak (~300 Mbit/s down).
+pub const DEFAULT_REORDER_CAPACITY_PACKETS: usize = 4096;
+/// Default `timers.keepalive_interval_ms`: one small ping per idle path per
+/// second, cheap on metered cellular links.
+pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// Default `timers.path_timeout_ms`: three missed keepalives, longer than a
+/// typical LTE handover interruption so that a handover is not a path loss.
+pub const DEFAULT_PATH_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default `timers.handshake_retry_ms`.
+pub const DEFAULT_HANDSHAKE_RETRY: Duration = Duration::from_secs(1);
+/// Default `timers.session_timeout_ms` (client).
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `timers.session_idle_timeout_ms` (server): three minutes, so that
+/// a train in a long tunnel finds its session again.
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(180);
+/// Default `log.stats_interval_ms`.
+pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(10);
+/// Most `[[path]]` tables a client may have.
+pub const MAX_PATHS: usize = 64;
+
+/// A validated configuration file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Config {
+    /// `mode = "client"`.
+    Client(ClientConfig),
+    /// `mode = "server"`.
+    Server(ServerConfig),
+}
+
+impl Config {
+    /// The file the configuration was read from.
+    pub fn source(&self) -> &Path {
+        match self {
+            Config::Client(c) => &c.source,
+            Config::Server(s) => &s.source,
+        }
+    }
+
+    /// The TUN device settings.
+    pub fn tun(&self) -> &TunConfig {
+        match self {
+            Config::Client(c) => &c.tun,
+            Config::Server(s) => &s.tun,
+        }
+    }
+}
+
+/// The result of [`load`]: the configuration and things worth a log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loaded {
+    /// The validated configuration.
+    pub config: Config,
+    /// Legal but suspicious settings, one sentence each, ready to log at
+    /// `warn` level.
+    pub warnings: Vec<String>,
+}
+
+/// The `[tun]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TunConfig {
+    /// Interface name, at most 15 bytes.
+    pub name: String,
+    /// Addresses to assign, each with its subnet's prefix length; at least one.
+    pub addresses: Vec<IpNet>,
+    /// Explicit MTU, 576..=65535; `None` lets the daemon derive it from the
+    /// smallest path MTU minus the encapsulation overhead.
+    pub mtu: Option<u16>,
+}
+
+/// One `[[path]]` table: an uplink of the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathConfig {
+    /// Unique name, `[A-Za-z0-9_.-]{1,32}`; used in logs and metrics.
+    pub name: String,
+    /// Device to bind the path's socket to (`SO_BINDTODEVICE`).
+    pub interface: Option<String>,
+    /// Local address to bind the path's socket to. At least one of
+    /// `interface` and `source_address` is set.
+    pub source_address: Option<IpAddr>,
+    /// Where this path sends: its own `endpoint` or else `server.endpoint`.
+    /// Same address family as `source_address`.
+    pub endpoint: SocketAddr,
+    /// Carry data only while no regular path is up.
+    pub backup: bool,
+}
+
+/// The `[scheduler]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// One of [`KNOWN_SCHEDULERS`].
+    pub name: String,
+}
+
+/// The `[reorder]` table: the receiver's reorder buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReorderConfig {
+    /// Longest wait for a missing packet before releasing what follows it.
+    pub hold: Duration,
+    /// Most packets held at once.
+    pub capacity_packets: usize,
+}
+
+/// The `[timers]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timers {
+    /// Control ping per path when nothing else was sent.
+    pub keepalive_interval: Duration,
+    /// A path with nothing received for this long is down; longer than
+    /// `keepalive_interval`.
+    pub path_timeout: Duration,
+    /// Wait before repeating an unanswered handshake.
+    pub handshake_retry: Duration,
+    /// Client: re-handshake when nothing arrived on any path for this long.
+    /// At least `path_timeout`. (On a server: the default, unused.)
+    pub session_timeout: Duration,
+    /// Server: forget a session silent for this long. At least
+    /// `path_timeout`. (On a client: the default, unused.)
+    pub session_idle_timeout: Duration,
+}
+
+/// The `[log]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Interval of the per-path counter log line; `None` when switched off
+    /// (`stats_interval_ms = 0`).
+    pub stats_interval: Option<Duration>,
+}
+
+/// A configuration with `mode = "client"`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// The configuration file.
+    pub source: PathBuf,
+    /// This client's X25519 private key. Never printed by `Debug`.
+    pub private_key: [u8; 32],
+    /// Where `private_key` was read from (resolved against the
+    /// configuration file's directory).
+    pub private_key_file: PathBuf,
+    /// The server's X25519 public key.
+    pub server_public_key: [u8; 32],
+    /// The TUN device.
+    pub tun: TunConfig,
+    /// The uplinks, in file order; 1..=[`MAX_PATHS`].
+    pub paths: Vec<PathConfig>,
+    /// Packet scheduler.
+    pub scheduler: SchedulerConfig,
+    /// Receiver reorder buffer.
+    pub reorder: ReorderConfig,
+    /// Timers.
+    pub timers: Timers,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// One `[[peer]]` table of a server: a client allowed to connect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerConfig {
+    /// Unique name, `[A-Za-z0-9_.-]{1,32}`.
+    pub name: String,
+    /// The client's X25519 public key, unique across peers.
+    pub public_key: [u8; 32],
+    /// Inner addresses this peer may send from and that are routed to it;
+    /// normalised (host bits zero) and not overlapping any other peer's.
+    pub allowed_ips: Vec<IpNet>,
+}
+
+/// A configuration with `mode = "server"`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The configuration file.
+    pub source: PathBuf,
+    /// This server's X25519 private key. Never printed by `Debug`.
+    pub private_key: [u8; 32],
+    /// Where `private_key` was read from.
+    pub private_key_file: PathBuf,
+    /// UDP address to listen on.
+    pub listen: SocketAddr,
+    /// The TUN device.
+    pub tun: TunConfig,
+    /// Clients allowed to connect; at least one.
+    pub peers: Vec<PeerConfig>,
+    /// Packet scheduler for the server-to-client direction.
+    pub scheduler: SchedulerConfig,
+    /// Receiver reorder buffer.
+    pub reorder: ReorderConfig,
+    /// Timers.
+    pub timers: Timers,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// Placeholder printed by `Debug` instead of private key bytes.
+const REDACTED: &str = "<redacted>";
+
+/// Prints a public key as the base64 text users copy around.
+struct KeyText<'k>(&'k [u8; 32]);
+
+impl fmt::Debug for KeyText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{}\"", encode_key(self.0))
+    }
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("source", &self.source)
+            .field("private_key", &format_args!("{REDACTED}"))
+            .field("private_key_file", &self.private_key_file)
+            .field("server_public_key", &KeyText(&self.server_public_key))
+            .field("tun", &self.tun)
+            .field("paths", &self.paths)
+            .field("scheduler", &self.scheduler)
+            .field("reorder", &self.reorder)
+            .field("timers", &self.timers)
+            .field("log", &self.log)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("source", &self.source)
+            .field("private_key", &format_args!("{REDACTED}"))
+            .field("private_key_file", &self.private_key_file)
+            .field("listen", &self.listen)
+            .field("tun", &self.tun)
+            .field("peers", &self.peers)
+            .field("scheduler", &self.scheduler)
+            .field("reorder", &self.reorder)
+            .field("timers", &self.timers)
+            .field("log", &self.log)
+            .finish()
+    }
+}
+
+/// Largest configuration file `load` reads.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads and validates the configuration file at `path`, and the private key
+/// file it names (relative key paths are resolved against `path`'s
+/// directory).
+pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
+    let unreadable = |e: std::io::Error| {
+        ConfigError::new(path, "", format!("cannot read the configuration file: {e}"))
+            .with_hint("check the path given with --config and that the daemon's user may read it")
+    };
+    let size = std::fs::metadata(path).map_err(unreadable)?.len();
+    if size > MAX_CONFIG_BYTES {
+        return Err(ConfigError::new(
+            path,
+            "",
+            format!(
+                "the configuration file is {size} bytes, more than the {MAX_CONFIG_BYTES} accepted"
+            ),
+        )
+        .with_hint("point --config at the TOML configuration, not at another file"));
+    }
+    let bytes = std::fs::read(path).map_err(unreadable)?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        ConfigError::new(
+            path,
+            "",
+            format!(
+                "the file is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+        .with_hint("save the configuration as UTF-8")
+    })?;
+    let base_dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    build::parse_document(path, &text, base_dir)
+}
+
+/// Validates configuration `text` as if read from a file named
+/// `source_name`; relative key file paths are resolved against `base_dir`.
+/// Reads only the private key file.
+pub fn parse(source_name: &str, text: &str, base_dir: &Path) -> Result<Loaded, ConfigError> {
+    build::parse_document(Path::new(source_name), text, base_dir)
+}

@@ -1,0 +1,111 @@
+//! The configuration file as written: serde structs that mirror the TOML,
+//! with every value wrapped in [`Spanned`] so that validation can point at it.
+//!
+//! Required fields are `Option` here so that their absence is reported by
+//! validation, which knows the table's name and position, rather than by
+//! serde. Integers are `i64` (TOML's integer type) so that range errors are
+//! ours to word.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A value together with its byte range in the file.
+pub(super) type Sp<T> = Spanned<T>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClient {
+    /// Already checked before this struct is deserialised.
+    #[allow(dead_code)]
+    pub mode: Sp<String>,
+    pub private_key_file: Option<Sp<String>>,
+    pub tun: Option<Sp<RawTun>>,
+    pub server: Option<Sp<RawServerSection>>,
+    #[serde(default)]
+    pub path: Vec<Sp<RawPath>>,
+    pub scheduler: Option<Sp<RawScheduler>>,
+    pub reorder: Option<Sp<RawReorder>>,
+    pub timers: Option<Sp<RawTimers>>,
+    pub log: Option<Sp<RawLog>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    #[allow(dead_code)]
+    pub mode: Sp<String>,
+    pub private_key_file: Option<Sp<String>>,
+    pub listen: Option<Sp<String>>,
+    pub tun: Option<Sp<RawTun>>,
+    #[serde(default)]
+    pub peer: Vec<Sp<RawPeer>>,
+    pub scheduler: Option<Sp<RawScheduler>>,
+    pub reorder: Option<Sp<RawReorder>>,
+    pub timers: Option<Sp<RawTimers>>,
+    pub log: Option<Sp<RawLog>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTun {
+    pub name: Option<Sp<String>>,
+    pub addresses: Option<Sp<Vec<Sp<String>>>>,
+    pub mtu: Option<Sp<i64>>,
+}
+
+/// The client's `[server]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServerSection {
+    pub endpoint: Option<Sp<String>>,
+    pub public_key: Option<Sp<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPath {
+    pub name: Option<Sp<String>>,
+    pub interface: Option<Sp<String>>,
+    pub source_address: Option<Sp<String>>,
+    pub endpoint: Option<Sp<String>>,
+    pub backup: Option<Sp<bool>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPeer {
+    pub name: Option<Sp<String>>,
+    pub public_key: Option<Sp<String>>,
+    pub allowed_ips: Option<Sp<Vec<Sp<String>>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScheduler {
+    pub name: Option<Sp<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReorder {
+    pub hold_ms: Option<Sp<i64>>,
+    pub capacity_packets: Option<Sp<i64>>,
+}
+
+/// Client and server timers share one table; the mode-specific fields are
+/// rejected by validation with a hint naming the other mode.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTimers {
+    pub keepalive_interval_ms: Option<Sp<i64>>,
+    pub path_timeout_ms: Option<Sp<i64>>,
+    pub handshake_retry_ms: Option<Sp<i64>>,
+    pub session_timeout_ms: Option<Sp<i64>>,
+    pub session_idle_timeout_ms: Option<Sp<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLog {
+    pub stats_interval_ms: Option<Sp<i64>>,
+}

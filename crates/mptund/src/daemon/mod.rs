@@ -1,0 +1,500 @@
+//! The I/O side of the daemon: one task owns the TUN device, the path sockets and the
+//! protocol core, waits for whichever is ready, and moves batches between them. All
+//! protocol decisions are the core's ([`crate::session`]); this module only reads the
+//! clock, performs syscalls and reports what the core asks it to.
+
+mod tun;
+mod udp;
+
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use mptund_sched::ReorderConfig;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
+use crate::config::{ClientConfig, Config, ServerConfig, TunConfig};
+use crate::keys::{PrivateKey, PublicKey};
+use crate::mtu;
+use crate::session::{
+    ClientCore, ClientPathSettings, ClientSettings, Engine, Outgoing, PeerSettings, Received,
+    ServerCore, ServerSettings, SessionSettings, SessionTimers,
+};
+use udp::{Binding, PathSocket};
+
+pub use udp::interface_mtu;
+
+/// Packets read from the TUN per wake-up before the sockets get their turn.
+const TUN_BATCH: usize = 64;
+/// Receive batches taken from one socket per wake-up, so one busy path can't starve
+/// the others or the TUN.
+const SOCKET_BATCHES_PER_WAKE: usize = 4;
+/// How long a send waits for room in a full socket buffer before the datagram is
+/// dropped: a full buffer means the path is slower than what we feed it.
+const SEND_WAIT: Duration = Duration::from_millis(5);
+/// How often a path whose socket could not be opened (interface missing) is retried.
+const SOCKET_RETRY: Duration = Duration::from_secs(2);
+/// Free buffers kept for reuse: a reorder buffer's worth plus a few batches.
+const POOL_SPARE: usize = 512;
+
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Where to write the final report as JSON when the daemon exits.
+    pub stats_file: Option<PathBuf>,
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub fn run(config: Config, options: RunOptions) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        match config {
+            Config::Client(config) => run_client(config, options).await,
+            Config::Server(config) => run_server(config, options).await,
+        }
+    })
+}
+
+fn unix_nanos_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The TUN MTU: configured, or derived from the paths; a configured MTU larger than
+/// the smallest path allows would black-hole large packets, so it is refused.
+fn choose_tun_mtu(tun: &TunConfig, derived: u16) -> anyhow::Result<u16> {
+    match tun.mtu {
+        Some(configured) if configured > derived => anyhow::bail!(
+            "tun.mtu = {configured} is larger than the smallest path can carry ({derived} after {} bytes of encapsulation); lower tun.mtu or raise the path MTU",
+            mtu::encapsulation_overhead(false)
+        ),
+        Some(configured) => Ok(configured),
+        None if derived < mtu::MIN_TUN_MTU => anyhow::bail!(
+            "the smallest path MTU leaves only {derived} bytes for inner packets (at least {} needed)",
+            mtu::MIN_TUN_MTU
+        ),
+        None => Ok(derived),
+    }
+}
+
+fn pool_for(tun_mtu: u16, reorder: &ReorderConfig) -> BufferPool {
+    // One byte more than the MTU makes an oversized TUN read detectable instead of
+    // silently truncated.
+    let buffer_len = HEADROOM + usize::from(tun_mtu) + 1 + TAILROOM;
+    BufferPool::new(buffer_len, POOL_SPARE, reorder.capacity + POOL_SPARE)
+}
+
+fn session_settings(
+    scheduler: &str,
+    reorder: &crate::config::ReorderConfig,
+    timers: &crate::config::Timers,
+    tun_mtu: u16,
+) -> SessionSettings {
+    SessionSettings {
+        scheduler: scheduler.to_owned(),
+        reorder: ReorderConfig {
+            max_hold: reorder.hold,
+            capacity: reorder.capacity_packets,
+        },
+        timers: SessionTimers {
+            keepalive_interval: timers.keepalive_interval,
+            path_timeout: timers.path_timeout,
+        },
+        max_inner_len: usize::from(tun_mtu),
+    }
+}
+
+async fn run_client(config: ClientConfig, options: RunOptions) -> anyhow::Result<()> {
+    let mut link_mtus = Vec::new();
+    for path in &config.paths {
+        let link_mtu = match &path.interface {
+            Some(interface) => interface_mtu(interface).unwrap_or_else(|error| {
+                tracing::warn!(path = %path.name, %interface, %error, "interface MTU unknown, assuming {}", mtu::DEFAULT_LINK_MTU);
+                mtu::DEFAULT_LINK_MTU
+            }),
+            None => mtu::DEFAULT_LINK_MTU,
+        };
+        link_mtus.push((link_mtu, path.endpoint.is_ipv6()));
+    }
+    let derived = mtu::tun_mtu(link_mtus).unwrap_or(0);
+    let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
+    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu)?;
+    tracing::info!(tun = %config.tun.name, mtu = tun_mtu, paths = config.paths.len(), "client starting");
+
+    let settings = ClientSettings {
+        private_key: PrivateKey::from_bytes(config.private_key),
+        server_public_key: PublicKey(config.server_public_key),
+        paths: config
+            .paths
+            .iter()
+            .map(|path| ClientPathSettings {
+                name: path.name.clone(),
+                endpoint: path.endpoint,
+                backup: path.backup,
+            })
+            .collect(),
+        session: session_settings(
+            &config.scheduler.name,
+            &config.reorder,
+            &config.timers,
+            tun_mtu,
+        ),
+        handshake_retry: config.timers.handshake_retry,
+        session_timeout: config.timers.session_timeout,
+    };
+    let pool = pool_for(tun_mtu, &settings.session.reorder);
+    let core = ClientCore::new(Instant::now(), unix_nanos_now(), settings, pool);
+    let bindings = config
+        .paths
+        .iter()
+        .map(|path| {
+            Some(Binding {
+                interface: path.interface.clone(),
+                source_address: path.source_address,
+                port: 0,
+                ipv6: path.endpoint.is_ipv6(),
+            })
+        })
+        .collect();
+    let stats_interval = config.log.stats_interval;
+    EventLoop::new(core, tun, bindings, stats_interval, options)
+        .run()
+        .await
+}
+
+async fn run_server(config: ServerConfig, options: RunOptions) -> anyhow::Result<()> {
+    let derived = mtu::tun_mtu([(mtu::DEFAULT_LINK_MTU, config.listen.is_ipv6())]).unwrap_or(0);
+    let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
+    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu)?;
+    let settings = ServerSettings {
+        private_key: PrivateKey::from_bytes(config.private_key),
+        peers: config
+            .peers
+            .iter()
+            .map(|peer| PeerSettings {
+                name: peer.name.clone(),
+                public_key: PublicKey(peer.public_key),
+                allowed_ips: peer.allowed_ips.clone(),
+            })
+            .collect(),
+        session: session_settings(
+            &config.scheduler.name,
+            &config.reorder,
+            &config.timers,
+            tun_mtu,
+        ),
+        session_idle_timeout: config.timers.session_idle_timeout,
+    };
+    let pool = pool_for(tun_mtu, &settings.session.reorder);
+    let core = ServerCore::new(settings, pool);
+    let binding = Binding {
+        interface: None,
+        source_address: Some(config.listen.ip()),
+        port: config.listen.port(),
+        ipv6: config.listen.is_ipv6(),
+    };
+    let mut event_loop = EventLoop::new(core, tun, vec![None], config.log.stats_interval, options);
+    // The server's one socket must open: without it there is nothing to serve.
+    let socket =
+        PathSocket::open(&binding).with_context(|| format!("listening on {}", config.listen))?;
+    tracing::info!(listen = %config.listen, tun = %config.tun.name, mtu = tun_mtu, peers = config.peers.len(), "server listening");
+    event_loop.sockets[0] = Some(socket);
+    event_loop.run().await
+}
+
+/// Which event sources are ready after a wait.
+#[derive(Default)]
+struct Ready {
+    tun: bool,
+    sockets: u64,
+    timer: bool,
+    shutdown: bool,
+}
+
+struct EventLoop<E: Engine> {
+    engine: E,
+    tun: tun_rs::AsyncDevice,
+    sockets: Vec<Option<PathSocket>>,
+    /// How to reopen each socket; `None` for sockets that are never reopened.
+    bindings: Vec<Option<Binding>>,
+    out: Vec<Outgoing>,
+    stats_interval: Option<Duration>,
+    options: RunOptions,
+}
+
+impl<E: Engine> EventLoop<E> {
+    fn new(
+        engine: E,
+        tun: tun_rs::AsyncDevice,
+        bindings: Vec<Option<Binding>>,
+        stats_interval: Option<Duration>,
+        options: RunOptions,
+    ) -> Self {
+        Self {
+            engine,
+            tun,
+            sockets: bindings.iter().map(|_| None).collect(),
+            bindings,
+            out: Vec::with_capacity(TUN_BATCH * 2),
+            stats_interval,
+            options,
+        }
+    }
+
+    /// Opens the sockets that are closed and have a binding; a path whose interface is
+    /// missing stays down and is retried later.
+    fn open_missing_sockets(&mut self) {
+        for (index, binding) in self.bindings.iter().enumerate() {
+            let Some(binding) = binding else { continue };
+            if self.sockets[index].is_some() {
+                continue;
+            }
+            match PathSocket::open(binding) {
+                Ok(socket) => {
+                    tracing::info!(path = index, local = ?socket.local_addr().ok(), interface = ?binding.interface, "path socket open");
+                    self.sockets[index] = Some(socket);
+                    self.engine.set_socket_open(index, true);
+                }
+                Err(error) => {
+                    tracing::warn!(path = index, interface = ?binding.interface, %error, "path socket unavailable, retrying in {}s", SOCKET_RETRY.as_secs());
+                    self.engine.set_socket_open(index, false);
+                }
+            }
+        }
+    }
+
+    async fn run(mut self) -> anyhow::Result<()> {
+        let mut sigterm =
+            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut sigint =
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        self.open_missing_sockets();
+        let start = Instant::now();
+        let mut next_socket_retry = start + SOCKET_RETRY;
+        let mut next_stats = self.stats_interval.map(|interval| start + interval);
+        let sleep = tokio::time::sleep_until(start.into());
+        tokio::pin!(sleep);
+
+        loop {
+            let now = Instant::now();
+            if self.engine.poll_timeout().is_some_and(|at| at <= now) {
+                self.engine.handle_timeout(now, &mut self.out);
+            }
+            if now >= next_socket_retry {
+                next_socket_retry = now + SOCKET_RETRY;
+                self.open_missing_sockets();
+            }
+            if let (Some(at), Some(interval)) = (next_stats, self.stats_interval) {
+                if now >= at {
+                    next_stats = Some(now + interval);
+                    for line in self.engine.report(now).log_lines() {
+                        tracing::info!("{line}");
+                    }
+                }
+            }
+            self.flush().await;
+
+            let mut deadline = next_socket_retry;
+            for at in [self.engine.poll_timeout(), next_stats]
+                .into_iter()
+                .flatten()
+            {
+                deadline = deadline.min(at);
+            }
+            sleep.as_mut().reset(deadline.into());
+
+            let ready = self.wait(sleep.as_mut(), &mut sigterm, &mut sigint).await?;
+            if ready.shutdown {
+                return self.shut_down().await;
+            }
+            let now = Instant::now();
+            if ready.tun {
+                self.read_tun(now)?;
+            }
+            for index in 0..self.sockets.len() {
+                if ready.sockets & (1 << index) != 0 {
+                    self.read_socket(now, index);
+                }
+            }
+        }
+    }
+
+    /// Waits until the TUN or a socket is readable, the timer fires or a signal comes.
+    async fn wait(
+        &self,
+        mut sleep: Pin<&mut tokio::time::Sleep>,
+        sigterm: &mut Signal,
+        sigint: &mut Signal,
+    ) -> anyhow::Result<Ready> {
+        std::future::poll_fn(|cx| {
+            let mut ready = Ready::default();
+            match self.tun.poll_readable(cx) {
+                Poll::Ready(Ok(())) => ready.tun = true,
+                Poll::Ready(Err(error)) => {
+                    return Poll::Ready(
+                        Err(anyhow::Error::from(error).context("TUN device failed")),
+                    )
+                }
+                Poll::Pending => {}
+            }
+            for (index, socket) in self.sockets.iter().enumerate() {
+                if let Some(socket) = socket {
+                    // An error here resurfaces on the receive call, which handles it.
+                    if socket.poll_recv_ready(cx).is_ready() {
+                        ready.sockets |= 1 << index;
+                    }
+                }
+            }
+            ready.timer = sleep.as_mut().poll(cx).is_ready();
+            ready.shutdown = sigterm.poll_recv(cx).is_ready() || sigint.poll_recv(cx).is_ready();
+            if ready.tun || ready.sockets != 0 || ready.timer || ready.shutdown {
+                Poll::Ready(Ok(ready))
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    fn read_tun(&mut self, now: Instant) -> anyhow::Result<()> {
+        for _ in 0..TUN_BATCH {
+            let mut packet = self.engine.pool().take();
+            match self.tun.try_recv(packet.inner_read_area()) {
+                Ok(len) => {
+                    packet.set_range(HEADROOM, HEADROOM + len);
+                    self.engine.handle_tun_packet(now, packet, &mut self.out);
+                }
+                Err(error) => {
+                    self.engine.pool().recycle(packet);
+                    if error.kind() == io::ErrorKind::WouldBlock {
+                        break;
+                    }
+                    return Err(anyhow::Error::from(error).context("reading from the TUN device"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_socket(&mut self, now: Instant, index: usize) {
+        let Self {
+            engine,
+            sockets,
+            out,
+            ..
+        } = self;
+        let Some(socket) = sockets[index].as_mut() else {
+            return;
+        };
+        for _ in 0..SOCKET_BATCHES_PER_WAKE {
+            let result = socket.recv_batch(|datagram| {
+                let received = Received {
+                    socket: index,
+                    from: datagram.from,
+                    local_ip: datagram.local_ip,
+                };
+                match engine.pool().take_copy(datagram.bytes) {
+                    Some(packet) => engine.handle_datagram(now, received, packet, out),
+                    None => engine.record_drop(
+                        now,
+                        crate::counters::DropReason::Oversize,
+                        &format_args!(
+                            "datagram of {} bytes from {}",
+                            datagram.bytes.len(),
+                            datagram.from
+                        ),
+                    ),
+                }
+            });
+            match result {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(path = index, %error, "receive failed");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Sends what the core produced and writes what it released to the TUN.
+    async fn flush(&mut self) {
+        while let Some(packet) = self.engine.poll_tun_packet() {
+            let result = match self.tun.try_send(packet.bytes()) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.tun.send(packet.bytes()).await
+                }
+                other => other,
+            };
+            if let Err(error) = result {
+                self.engine.on_tun_write_failed(Instant::now(), &error);
+            }
+            self.engine.pool().recycle(packet);
+        }
+        let mut outgoing = std::mem::take(&mut self.out);
+        for datagram in outgoing.drain(..) {
+            if let Err(error) = self.send(&datagram).await {
+                self.engine
+                    .on_send_failed(Instant::now(), datagram.path, &error);
+                if is_interface_gone(&error) && self.bindings[datagram.socket].is_some() {
+                    tracing::warn!(path = datagram.socket, %error, "path interface gone, closing its socket");
+                    self.sockets[datagram.socket] = None;
+                    self.engine.set_socket_open(datagram.socket, false);
+                }
+            }
+            self.engine.pool().recycle(datagram.packet);
+        }
+        self.out = outgoing;
+    }
+
+    async fn send(&self, datagram: &Outgoing) -> io::Result<()> {
+        let Some(socket) = self.sockets.get(datagram.socket).and_then(Option::as_ref) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "path socket is not open",
+            ));
+        };
+        let bytes = datagram.packet.bytes();
+        match socket.try_send(datagram.destination, datagram.source_ip, bytes) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                match tokio::time::timeout(SEND_WAIT, socket.writable()).await {
+                    Ok(Ok(())) => socket.try_send(datagram.destination, datagram.source_ip, bytes),
+                    Ok(Err(error)) => Err(error),
+                    Err(_) => Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        "socket buffer full",
+                    )),
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn shut_down(mut self) -> anyhow::Result<()> {
+        let now = Instant::now();
+        tracing::info!("shutting down: telling the peer");
+        self.engine.close(now, &mut self.out);
+        self.flush().await;
+        let report = self.engine.report(now);
+        for line in report.log_lines() {
+            tracing::info!("{line}");
+        }
+        if let Some(path) = &self.options.stats_file {
+            let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
+            std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+fn is_interface_gone(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::ENODEV) | Some(libc::ENXIO))
+}

@@ -1,0 +1,473 @@
+//! The client's side of the protocol: it owns the paths (one socket each), starts the
+//! handshake, keeps idle paths alive and re-handshakes when the server goes silent.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use mptund_sched::{build_scheduler, PathId, PathState};
+
+use super::{
+    random_session_id, Engine, Outgoing, Received, Report, Session, SessionPath, SessionReport,
+    SessionSettings,
+};
+use crate::buffers::{BufferPool, Packet};
+use crate::counters::{DropCounters, DropReason};
+use crate::handshake::{self, PendingHandshake};
+use crate::keys::{PrivateKey, PublicKey};
+use crate::wire::{self, PacketType, SessionId, TransportHeader, HANDSHAKE_INIT_LEN};
+
+#[derive(Clone, Debug)]
+pub struct ClientPathSettings {
+    pub name: String,
+    pub endpoint: SocketAddr,
+    pub backup: bool,
+}
+
+pub struct ClientSettings {
+    pub private_key: PrivateKey,
+    pub server_public_key: PublicKey,
+    pub paths: Vec<ClientPathSettings>,
+    pub session: SessionSettings,
+    /// Time between handshake attempts; each attempt uses the next path.
+    pub handshake_retry: Duration,
+    /// With nothing authenticated from the server for this long, start over.
+    pub session_timeout: Duration,
+}
+
+struct Handshaking {
+    pending: PendingHandshake,
+    local_id: SessionId,
+    path: PathId,
+    sent_at: Instant,
+}
+
+pub struct ClientCore {
+    settings: ClientSettings,
+    /// The paths while no session is established; a session borrows them.
+    idle_paths: Vec<SessionPath>,
+    session: Option<Session>,
+    handshake: Option<Handshaking>,
+    next_handshake_at: Instant,
+    /// Which path the next handshake attempt goes out on.
+    handshake_rotation: usize,
+    /// Wall-clock reference for handshake timestamps: UNIX nanoseconds at `clock_epoch`.
+    clock_epoch: Instant,
+    unix_nanos_at_epoch: u64,
+    pool: BufferPool,
+    deliver: VecDeque<Packet>,
+    drops: DropCounters,
+    sessions_established: u64,
+}
+
+impl ClientCore {
+    /// `unix_nanos_now` is the wall clock at `now`; handshake timestamps count on from
+    /// it monotonically, so a stepped system clock cannot make them repeat.
+    pub fn new(
+        now: Instant,
+        unix_nanos_now: u64,
+        settings: ClientSettings,
+        pool: BufferPool,
+    ) -> Self {
+        let idle_paths = settings
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(index, path)| {
+                SessionPath::configured(
+                    PathId(index as u8),
+                    path.name.clone(),
+                    index,
+                    path.endpoint,
+                    path.backup,
+                )
+            })
+            .collect();
+        Self {
+            settings,
+            idle_paths,
+            session: None,
+            handshake: None,
+            next_handshake_at: now,
+            handshake_rotation: 0,
+            clock_epoch: now,
+            unix_nanos_at_epoch: unix_nanos_now,
+            pool,
+            deliver: VecDeque::with_capacity(1024),
+            drops: DropCounters::default(),
+            sessions_established: 0,
+        }
+    }
+
+    fn paths_mut(&mut self) -> &mut Vec<SessionPath> {
+        match &mut self.session {
+            Some(session) => &mut session.paths,
+            None => &mut self.idle_paths,
+        }
+    }
+
+    fn paths(&self) -> &[SessionPath] {
+        match &self.session {
+            Some(session) => &session.paths,
+            None => &self.idle_paths,
+        }
+    }
+
+    pub fn is_established(&self) -> bool {
+        self.session.is_some()
+    }
+
+    pub fn drops(&self) -> &DropCounters {
+        &self.drops
+    }
+
+    fn unix_nanos(&self, now: Instant) -> u64 {
+        let elapsed = now.saturating_duration_since(self.clock_epoch).as_nanos() as u64;
+        self.unix_nanos_at_epoch.saturating_add(elapsed)
+    }
+
+    fn start_handshake(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        self.next_handshake_at = now + self.settings.handshake_retry;
+        let candidates: Vec<usize> = (0..self.idle_paths.len())
+            .filter(|&i| self.idle_paths[i].socket_open)
+            .collect();
+        if candidates.is_empty() {
+            tracing::debug!("no path socket open; handshake postponed");
+            return;
+        }
+        let index = candidates[self.handshake_rotation % candidates.len()];
+        self.handshake_rotation = self.handshake_rotation.wrapping_add(1);
+        let path = &self.idle_paths[index];
+        let local_id = random_session_id();
+        let mut packet = self.pool.take();
+        let start = packet.start();
+        let message: &mut [u8; HANDSHAKE_INIT_LEN] = (&mut packet.buffer_mut()
+            [start..start + HANDSHAKE_INIT_LEN])
+            .try_into()
+            .expect("pool buffers hold a handshake message");
+        let pending = handshake::initiate(
+            &self.settings.private_key,
+            &self.settings.server_public_key,
+            local_id,
+            path.id.0,
+            self.unix_nanos(now),
+            message,
+        );
+        match pending {
+            Ok(pending) => {
+                packet.set_range(start, start + HANDSHAKE_INIT_LEN);
+                tracing::info!(path = %path.name, endpoint = ?path.remote, "sending handshake");
+                out.push(Outgoing {
+                    socket: path.socket,
+                    destination: path.remote.expect("client paths have an endpoint"),
+                    source_ip: None,
+                    path: path.id,
+                    packet,
+                });
+                self.handshake = Some(Handshaking {
+                    pending,
+                    local_id,
+                    path: path.id,
+                    sent_at: now,
+                });
+            }
+            Err(error) => {
+                self.pool.recycle(packet);
+                tracing::error!(%error, "could not build a handshake message");
+            }
+        }
+    }
+
+    fn handle_response(
+        &mut self,
+        now: Instant,
+        received: &Received,
+        packet: &Packet,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Some(handshaking) = self.handshake.take() else {
+            return self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &"handshake response without a handshake in progress",
+            );
+        };
+        let receiver = wire::HandshakeResponse::new_checked(packet.bytes())
+            .ok()
+            .map(|response| response.receiver());
+        if receiver != Some(handshaking.local_id) {
+            self.handshake = Some(handshaking);
+            return self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &"handshake response for another handshake",
+            );
+        }
+        let established = match handshaking.pending.complete(packet.bytes()) {
+            Ok(established) => established,
+            Err(error) => {
+                // The pending state is consumed: a forged response costs us this attempt;
+                // the retry timer starts the next one.
+                return self
+                    .drops
+                    .record(now, DropReason::HandshakeRejected, &error);
+            }
+        };
+        let scheduler = match build_scheduler(&self.settings.session.scheduler) {
+            Ok(scheduler) => scheduler,
+            Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
+        };
+        let mut paths = std::mem::take(&mut self.idle_paths);
+        for path in &mut paths {
+            // Every path with a socket is tried at once: the first keepalive tells the
+            // server where it is, and a path that does not answer goes down again.
+            path.state = if path.socket_open {
+                PathState::Up
+            } else {
+                PathState::Down
+            };
+            path.last_received = None;
+            path.last_ping = None;
+        }
+        let mut session = Session::new(
+            now,
+            handshaking.local_id,
+            established.peer_session,
+            established.keys,
+            paths,
+            scheduler,
+            &self.settings.session,
+            true,
+        );
+        if let Some(index) = session.path_index(handshaking.path) {
+            session.on_authenticated(now, index, received, packet.len(), false);
+            // The handshake is a round trip timed by us: the path's first RTT sample.
+            session.paths[index]
+                .rtt
+                .on_sample(now.saturating_duration_since(handshaking.sent_at));
+        }
+        self.sessions_established += 1;
+        tracing::info!(
+            session = session.local_id.0,
+            path = handshaking.path.0,
+            "session established"
+        );
+        self.session = Some(session);
+        self.handle_timeout(now, out);
+    }
+
+    fn end_session(&mut self, now: Instant, why: &str) {
+        if let Some(mut session) = self.session.take() {
+            tracing::warn!(session = session.local_id.0, "session ended: {why}");
+            session.recycle_buffers(now, &mut self.pool);
+            let mut paths = std::mem::take(&mut session.paths);
+            for path in &mut paths {
+                path.state = PathState::Down;
+            }
+            self.idle_paths = paths;
+        }
+        self.handshake = None;
+        self.next_handshake_at = now;
+    }
+}
+
+impl Engine for ClientCore {
+    fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>) {
+        let Some(session) = &mut self.session else {
+            self.pool.recycle(packet);
+            return self.drops.record(
+                now,
+                DropReason::NoSession,
+                &"packet from the TUN before the session is up",
+            );
+        };
+        if packet.len() > session.max_inner_len {
+            let len = packet.len();
+            self.pool.recycle(packet);
+            return self.drops.record(
+                now,
+                DropReason::Oversize,
+                &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
+            );
+        }
+        session.send_inner(now, packet, &mut self.pool, &mut self.drops, out);
+    }
+
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        received: Received,
+        mut packet: Packet,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let wire_len = packet.len();
+        match wire::packet_type(packet.bytes()) {
+            Ok(PacketType::HandshakeResponse) => {
+                self.handle_response(now, &received, &packet, out);
+                self.pool.recycle(packet);
+            }
+            Ok(PacketType::Data | PacketType::Control) => {
+                let header = match TransportHeader::parse(packet.bytes()) {
+                    Ok(header) => header,
+                    Err(error) => {
+                        self.pool.recycle(packet);
+                        return self.drops.record(now, DropReason::Malformed, &error);
+                    }
+                };
+                let Some(session) = self
+                    .session
+                    .as_mut()
+                    .filter(|s| s.local_id == header.receiver)
+                else {
+                    self.pool.recycle(packet);
+                    return self.drops.record(
+                        now,
+                        DropReason::UnknownSession,
+                        &format_args!("session id {}", header.receiver.0),
+                    );
+                };
+                if let Err(reason) = session.open(&header, &mut packet) {
+                    self.pool.recycle(packet);
+                    return self.drops.record(
+                        now,
+                        reason,
+                        &format_args!("datagram from {}", received.from),
+                    );
+                }
+                // The socket, not the header, says which path this came in on.
+                let Some(index) = session
+                    .paths
+                    .iter()
+                    .position(|p| p.socket == received.socket)
+                else {
+                    self.pool.recycle(packet);
+                    return self.drops.record(
+                        now,
+                        DropReason::Malformed,
+                        &"datagram on a socket without a path",
+                    );
+                };
+                session.on_authenticated(now, index, &received, wire_len, false);
+                if header.packet_type == PacketType::Data {
+                    session.handle_data(now, index, packet, None, &mut self.pool, &mut self.drops);
+                    session.drain_releasable(now, &mut self.deliver);
+                } else {
+                    session.handle_control(
+                        now,
+                        index,
+                        &packet,
+                        &mut self.pool,
+                        &mut self.drops,
+                        out,
+                    );
+                    self.pool.recycle(packet);
+                    if session.peer_closed {
+                        self.end_session(now, "the server closed it");
+                        self.next_handshake_at = now + self.settings.handshake_retry;
+                    }
+                }
+            }
+            Ok(PacketType::HandshakeInit) | Err(_) => {
+                self.pool.recycle(packet);
+                self.drops.record(
+                    now,
+                    DropReason::Malformed,
+                    &format_args!("unexpected datagram from {}", received.from),
+                );
+            }
+        }
+    }
+
+    fn poll_tun_packet(&mut self) -> Option<Packet> {
+        self.deliver.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match &self.session {
+            Some(session) => {
+                let expiry = session.last_received + self.settings.session_timeout;
+                Some(session.poll_timeout().map_or(expiry, |at| at.min(expiry)))
+            }
+            None => Some(self.next_handshake_at),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        match &mut self.session {
+            Some(session) => {
+                if now >= session.last_received + self.settings.session_timeout {
+                    let silent = self.settings.session_timeout.as_millis();
+                    self.end_session(now, &format!("nothing from the server for {silent} ms"));
+                    self.start_handshake(now, out);
+                } else {
+                    session.handle_timeout(now, &mut self.pool, &mut self.deliver, out);
+                }
+            }
+            None => {
+                if now >= self.next_handshake_at {
+                    self.start_handshake(now, out);
+                }
+            }
+        }
+    }
+
+    fn on_send_failed(&mut self, now: Instant, path: PathId, error: &std::io::Error) {
+        if let Some(path) = self.paths_mut().iter_mut().find(|p| p.id == path) {
+            path.counters.send_errors += 1;
+        }
+        self.drops.record(
+            now,
+            DropReason::SendFailed,
+            &format_args!("path {}: {error}", path.0),
+        );
+    }
+
+    fn set_socket_open(&mut self, socket: usize, open: bool) {
+        if let Some(path) = self
+            .paths_mut()
+            .iter_mut()
+            .find(|path| path.socket == socket)
+        {
+            path.socket_open = open;
+            if !open {
+                path.state = PathState::Down;
+            }
+        }
+    }
+
+    fn record_drop(&mut self, now: Instant, reason: DropReason, detail: &dyn std::fmt::Display) {
+        self.drops.record(now, reason, detail);
+    }
+
+    fn close(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        if let Some(session) = &mut self.session {
+            session.close(now, &mut self.pool, out);
+        }
+    }
+
+    fn pool(&mut self) -> &mut BufferPool {
+        &mut self.pool
+    }
+
+    fn report(&self, now: Instant) -> Report {
+        let session = self
+            .session
+            .as_ref()
+            .map(|session| SessionReport::new(session, "server", now));
+        let paths = match &session {
+            Some(_) => Vec::new(),
+            None => self
+                .paths()
+                .iter()
+                .map(|path| super::PathReport::new(path, now))
+                .collect(),
+        };
+        Report::new(
+            "client",
+            session.into_iter().collect(),
+            paths,
+            &self.drops,
+            self.sessions_established,
+        )
+    }
+}

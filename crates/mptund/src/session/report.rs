@@ -1,0 +1,156 @@
+//! A serialisable snapshot of the daemon's sessions, paths and drop counters, for the
+//! periodic log line and the JSON written with `--stats-file`.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{Session, SessionPath};
+use crate::counters::DropCounters;
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub role: &'static str,
+    pub sessions_established: u64,
+    pub sessions: Vec<SessionReport>,
+    /// Client paths while no session is up (with a session they are in `sessions`).
+    pub idle_paths: Vec<PathReport>,
+    pub drops: std::collections::BTreeMap<&'static str, u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SessionReport {
+    pub peer: String,
+    pub local_id: u32,
+    pub age_ms: u64,
+    pub paths: Vec<PathReport>,
+    pub reorder: ReorderReport,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReorderReport {
+    pub buffered: usize,
+    pub released_in_order: u64,
+    pub released_after_wait: u64,
+    pub released_late: u64,
+    pub gaps_skipped: u64,
+    pub seqs_skipped: u64,
+    pub duplicates: u64,
+    pub too_old: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PathReport {
+    pub id: u8,
+    pub name: String,
+    pub state: &'static str,
+    pub remote: Option<String>,
+    pub sent_packets: u64,
+    pub sent_bytes: u64,
+    pub sent_data_packets: u64,
+    pub received_packets: u64,
+    pub received_bytes: u64,
+    pub received_data_packets: u64,
+    pub send_errors: u64,
+    pub srtt_ms: Option<f64>,
+    pub min_rtt_ms: Option<f64>,
+    pub since_last_received_ms: Option<u64>,
+}
+
+impl PathReport {
+    pub fn new(path: &SessionPath, now: Instant) -> Self {
+        let stats = path.stats(now);
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        Self {
+            id: path.id.0,
+            name: path.name.clone(),
+            state: match path.scheduler_state(now) {
+                mptund_sched::PathState::Up => "up",
+                _ => "down",
+            },
+            remote: path.remote.map(|remote| remote.to_string()),
+            sent_packets: stats.counters.sent_packets,
+            sent_bytes: stats.counters.sent_bytes,
+            sent_data_packets: stats.counters.sent_data_packets,
+            received_packets: stats.counters.received_packets,
+            received_bytes: stats.counters.received_bytes,
+            received_data_packets: stats.counters.received_data_packets,
+            send_errors: stats.counters.send_errors,
+            srtt_ms: stats.rtt.map(ms),
+            min_rtt_ms: stats.min_rtt.map(ms),
+            since_last_received_ms: stats.since_last_received.map(|d| d.as_millis() as u64),
+        }
+    }
+}
+
+impl SessionReport {
+    pub fn new(session: &Session, peer: &str, now: Instant) -> Self {
+        let reorder = session.reorder_stats();
+        Self {
+            peer: peer.to_owned(),
+            local_id: session.local_id.0,
+            age_ms: now
+                .saturating_duration_since(session.established)
+                .as_millis() as u64,
+            paths: session
+                .paths
+                .iter()
+                .map(|path| PathReport::new(path, now))
+                .collect(),
+            reorder: ReorderReport {
+                buffered: session.reorder_len(),
+                released_in_order: reorder.released_in_order,
+                released_after_wait: reorder.released_after_wait,
+                released_late: reorder.released_late,
+                gaps_skipped: reorder.gaps_skipped,
+                seqs_skipped: reorder.seqs_skipped,
+                duplicates: reorder.duplicates,
+                too_old: reorder.too_old,
+            },
+        }
+    }
+}
+
+impl Report {
+    pub fn new(
+        role: &'static str,
+        sessions: Vec<SessionReport>,
+        idle_paths: Vec<PathReport>,
+        drops: &DropCounters,
+        sessions_established: u64,
+    ) -> Self {
+        Self {
+            role,
+            sessions_established,
+            sessions,
+            idle_paths,
+            drops: drops
+                .iter()
+                .map(|(reason, count)| (reason.as_str(), count))
+                .collect(),
+        }
+    }
+
+    /// One line per path, for the periodic log.
+    pub fn log_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for session in &self.sessions {
+            for path in &session.paths {
+                lines.push(format!(
+                    "peer={} path={} state={} tx={}pkt/{}B rx={}pkt/{}B srtt={} send_errors={}",
+                    session.peer,
+                    path.name,
+                    path.state,
+                    path.sent_packets,
+                    path.sent_bytes,
+                    path.received_packets,
+                    path.received_bytes,
+                    path.srtt_ms
+                        .map_or("-".to_owned(), |ms| format!("{ms:.1}ms")),
+                    path.send_errors,
+                ));
+            }
+        }
+        lines
+    }
+}

@@ -1,0 +1,434 @@
+//! The server's side of the protocol: it answers handshakes from known peers, learns
+//! each path's address from authenticated datagrams, routes packets from its TUN to the
+//! session whose peer owns the destination address, and forgets silent sessions.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use mptund_sched::{build_scheduler, PathId};
+
+use super::{
+    inner, random_session_id, Engine, Outgoing, Received, Report, Session, SessionReport,
+    SessionSettings,
+};
+use crate::buffers::{BufferPool, Packet};
+use crate::config::IpNet;
+use crate::counters::{DropCounters, DropReason};
+use crate::handshake::Responder;
+use crate::keys::{PrivateKey, PublicKey};
+use crate::wire::{self, PacketType, SessionId, TransportHeader, HANDSHAKE_RESPONSE_LEN};
+
+#[derive(Clone, Debug)]
+pub struct PeerSettings {
+    pub name: String,
+    pub public_key: PublicKey,
+    pub allowed_ips: Vec<IpNet>,
+}
+
+pub struct ServerSettings {
+    pub private_key: PrivateKey,
+    pub peers: Vec<PeerSettings>,
+    pub session: SessionSettings,
+    /// A session with nothing received for this long is forgotten.
+    pub session_idle_timeout: Duration,
+}
+
+struct Peer {
+    settings: PeerSettings,
+    /// The newest handshake timestamp accepted; older or equal ones are replays.
+    last_handshake_nanos: Option<u64>,
+    session: Option<SessionId>,
+}
+
+struct PeerSession {
+    peer: usize,
+    session: Session,
+}
+
+pub struct ServerCore {
+    responder: Responder,
+    peers: Vec<Peer>,
+    /// Longest prefix first, so the most specific peer wins.
+    routes: Vec<(IpNet, usize)>,
+    sessions: HashMap<SessionId, PeerSession>,
+    session_settings: SessionSettings,
+    session_idle_timeout: Duration,
+    pool: BufferPool,
+    deliver: VecDeque<Packet>,
+    drops: DropCounters,
+    sessions_established: u64,
+}
+
+impl ServerCore {
+    pub fn new(settings: ServerSettings, pool: BufferPool) -> Self {
+        let mut routes: Vec<(IpNet, usize)> = settings
+            .peers
+            .iter()
+            .enumerate()
+            .flat_map(|(peer, settings)| settings.allowed_ips.iter().map(move |net| (*net, peer)))
+            .collect();
+        routes.sort_by(|a, b| b.0.prefix_len.cmp(&a.0.prefix_len));
+        Self {
+            responder: Responder::new(&settings.private_key),
+            peers: settings
+                .peers
+                .into_iter()
+                .map(|settings| Peer {
+                    settings,
+                    last_handshake_nanos: None,
+                    session: None,
+                })
+                .collect(),
+            routes,
+            sessions: HashMap::new(),
+            session_settings: settings.session,
+            session_idle_timeout: settings.session_idle_timeout,
+            pool,
+            deliver: VecDeque::with_capacity(1024),
+            drops: DropCounters::default(),
+            sessions_established: 0,
+        }
+    }
+
+    pub fn drops(&self) -> &DropCounters {
+        &self.drops
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    fn handle_init(
+        &mut self,
+        now: Instant,
+        received: Received,
+        packet: &Packet,
+        out: &mut Vec<Outgoing>,
+    ) {
+        // The MAC needs only a hash, so junk and datagrams for another server are
+        // turned away before any Diffie-Hellman work.
+        if !self.responder.verify_mac(packet.bytes()) {
+            return self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &format_args!("handshake from {} with a bad MAC", received.from),
+            );
+        }
+        let accepted = match self.responder.accept(packet.bytes()) {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                return self.drops.record(
+                    now,
+                    DropReason::HandshakeRejected,
+                    &format_args!("handshake from {}: {error}", received.from),
+                )
+            }
+        };
+        let Some(peer_index) = self
+            .peers
+            .iter()
+            .position(|peer| peer.settings.public_key == accepted.peer_public)
+        else {
+            return self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &format_args!("handshake from {} with an unknown key", received.from),
+            );
+        };
+        let peer = &mut self.peers[peer_index];
+        if peer
+            .last_handshake_nanos
+            .is_some_and(|last| accepted.unix_time_nanos <= last)
+        {
+            return self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &format_args!("replayed handshake for peer {}", peer.settings.name),
+            );
+        }
+        let scheduler = match build_scheduler(&self.session_settings.scheduler) {
+            Ok(scheduler) => scheduler,
+            Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
+        };
+        let local_id = loop {
+            let id = random_session_id();
+            if !self.sessions.contains_key(&id) {
+                break id;
+            }
+        };
+        let path_id = PathId(accepted.path_id);
+        let peer_session = accepted.peer_session;
+        let handshake_nanos = accepted.unix_time_nanos;
+        let mut response = self.pool.take();
+        let start = response.start();
+        let message: &mut [u8; HANDSHAKE_RESPONSE_LEN] = (&mut response.buffer_mut()
+            [start..start + HANDSHAKE_RESPONSE_LEN])
+            .try_into()
+            .expect("pool buffers hold a handshake message");
+        let keys = match accepted.respond(local_id, message) {
+            Ok(keys) => keys,
+            Err(error) => {
+                self.pool.recycle(response);
+                return self
+                    .drops
+                    .record(now, DropReason::HandshakeRejected, &error);
+            }
+        };
+        response.set_range(start, start + HANDSHAKE_RESPONSE_LEN);
+        let peer = &mut self.peers[peer_index];
+        peer.last_handshake_nanos = Some(handshake_nanos);
+        if let Some(old) = peer.session.replace(local_id) {
+            if let Some(mut old) = self.sessions.remove(&old) {
+                tracing::info!(peer = %peer.settings.name, session = old.session.local_id.0, "replaced by a new handshake");
+                old.session.recycle_buffers(now, &mut self.pool);
+            }
+        }
+        let mut session = Session::new(
+            now,
+            local_id,
+            peer_session,
+            keys,
+            Vec::new(),
+            scheduler,
+            &self.session_settings,
+            false,
+        );
+        let index = session
+            .path_for(path_id, true, now)
+            .expect("a new session has room for a path");
+        session.on_authenticated(now, index, &received, packet.len(), true);
+        tracing::info!(peer = %peer.settings.name, session = local_id.0, from = %received.from, "session established");
+        self.sessions_established += 1;
+        self.sessions.insert(
+            local_id,
+            PeerSession {
+                peer: peer_index,
+                session,
+            },
+        );
+        out.push(Outgoing {
+            socket: received.socket,
+            destination: received.from,
+            source_ip: received.local_ip,
+            path: path_id,
+            packet: response,
+        });
+    }
+
+    fn remove_session(&mut self, now: Instant, id: SessionId, why: &str) {
+        if let Some(mut entry) = self.sessions.remove(&id) {
+            let peer = &mut self.peers[entry.peer];
+            tracing::info!(peer = %peer.settings.name, session = id.0, "session ended: {why}");
+            if peer.session == Some(id) {
+                peer.session = None;
+            }
+            entry.session.recycle_buffers(now, &mut self.pool);
+        }
+    }
+
+    fn route(&self, destination: std::net::IpAddr) -> Option<usize> {
+        self.routes
+            .iter()
+            .find(|(net, _)| net.contains(destination))
+            .map(|&(_, peer)| peer)
+    }
+}
+
+impl Engine for ServerCore {
+    fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>) {
+        let header = match inner::inspect(packet.bytes()) {
+            Ok(header) => header,
+            Err(error) => {
+                self.pool.recycle(packet);
+                return self
+                    .drops
+                    .record(now, DropReason::InvalidInnerPacket, &error);
+            }
+        };
+        let Some(peer) = self.route(header.destination) else {
+            self.pool.recycle(packet);
+            return self.drops.record(
+                now,
+                DropReason::NoRoute,
+                &format_args!("no peer owns {}", header.destination),
+            );
+        };
+        let Some(entry) = self.peers[peer]
+            .session
+            .and_then(|id| self.sessions.get_mut(&id))
+        else {
+            self.pool.recycle(packet);
+            return self.drops.record(
+                now,
+                DropReason::NoSession,
+                &format_args!("peer {} has no session", self.peers[peer].settings.name),
+            );
+        };
+        if packet.len() > entry.session.max_inner_len {
+            let len = packet.len();
+            self.pool.recycle(packet);
+            return self.drops.record(
+                now,
+                DropReason::Oversize,
+                &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
+            );
+        }
+        entry
+            .session
+            .send_inner(now, packet, &mut self.pool, &mut self.drops, out);
+    }
+
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        received: Received,
+        mut packet: Packet,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let wire_len = packet.len();
+        match wire::packet_type(packet.bytes()) {
+            Ok(PacketType::HandshakeInit) => {
+                self.handle_init(now, received, &packet, out);
+                self.pool.recycle(packet);
+            }
+            Ok(PacketType::Data | PacketType::Control) => {
+                let header = match TransportHeader::parse(packet.bytes()) {
+                    Ok(header) => header,
+                    Err(error) => {
+                        self.pool.recycle(packet);
+                        return self.drops.record(now, DropReason::Malformed, &error);
+                    }
+                };
+                let Some(entry) = self.sessions.get_mut(&header.receiver) else {
+                    self.pool.recycle(packet);
+                    return self.drops.record(
+                        now,
+                        DropReason::UnknownSession,
+                        &format_args!("session id {} from {}", header.receiver.0, received.from),
+                    );
+                };
+                let session = &mut entry.session;
+                if let Err(reason) = session.open(&header, &mut packet) {
+                    self.pool.recycle(packet);
+                    return self.drops.record(
+                        now,
+                        reason,
+                        &format_args!("datagram from {}", received.from),
+                    );
+                }
+                // Only now, authenticated and fresh, may the datagram move the path.
+                let Some(index) = session.path_for(PathId(header.path_id), true, now) else {
+                    self.pool.recycle(packet);
+                    return self
+                        .drops
+                        .record(now, DropReason::Malformed, &"too many paths");
+                };
+                session.on_authenticated(now, index, &received, wire_len, true);
+                if header.packet_type == PacketType::Data {
+                    let allowed = &self.peers[entry.peer].settings.allowed_ips;
+                    session.handle_data(
+                        now,
+                        index,
+                        packet,
+                        Some(allowed),
+                        &mut self.pool,
+                        &mut self.drops,
+                    );
+                    session.drain_releasable(now, &mut self.deliver);
+                } else {
+                    session.handle_control(
+                        now,
+                        index,
+                        &packet,
+                        &mut self.pool,
+                        &mut self.drops,
+                        out,
+                    );
+                    self.pool.recycle(packet);
+                    if session.peer_closed {
+                        let id = session.local_id;
+                        self.remove_session(now, id, "the client closed it");
+                    }
+                }
+            }
+            Ok(PacketType::HandshakeResponse) | Err(_) => {
+                self.pool.recycle(packet);
+                self.drops.record(
+                    now,
+                    DropReason::Malformed,
+                    &format_args!("unexpected datagram from {}", received.from),
+                );
+            }
+        }
+    }
+
+    fn poll_tun_packet(&mut self) -> Option<Packet> {
+        self.deliver.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.sessions
+            .values()
+            .flat_map(|entry| {
+                let expiry = entry.session.last_received + self.session_idle_timeout;
+                entry.session.poll_timeout().into_iter().chain(Some(expiry))
+            })
+            .min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        let mut expired = Vec::new();
+        for (id, entry) in &mut self.sessions {
+            if now >= entry.session.last_received + self.session_idle_timeout {
+                expired.push(*id);
+            } else {
+                entry
+                    .session
+                    .handle_timeout(now, &mut self.pool, &mut self.deliver, out);
+            }
+        }
+        for id in expired {
+            self.remove_session(now, id, "idle");
+        }
+    }
+
+    fn on_send_failed(&mut self, now: Instant, path: PathId, error: &std::io::Error) {
+        self.drops.record(
+            now,
+            DropReason::SendFailed,
+            &format_args!("path {}: {error}", path.0),
+        );
+    }
+
+    fn record_drop(&mut self, now: Instant, reason: DropReason, detail: &dyn std::fmt::Display) {
+        self.drops.record(now, reason, detail);
+    }
+
+    fn close(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        for entry in self.sessions.values_mut() {
+            entry.session.close(now, &mut self.pool, out);
+        }
+    }
+
+    fn pool(&mut self) -> &mut BufferPool {
+        &mut self.pool
+    }
+
+    fn report(&self, now: Instant) -> Report {
+        let mut sessions: Vec<SessionReport> = self
+            .sessions
+            .values()
+            .map(|entry| {
+                SessionReport::new(&entry.session, &self.peers[entry.peer].settings.name, now)
+            })
+            .collect();
+        sessions.sort_by(|a, b| a.peer.cmp(&b.peer));
+        Report::new(
+            "server",
+            sessions,
+            Vec::new(),
+            &self.drops,
+            self.sessions_established,
+        )
+    }
+}

@@ -1,0 +1,1119 @@
+//! Checked views of the mptund wire format.
+//!
+//! Every datagram starts with the same four bytes (type, path id, version,
+//! reserved). Transport datagrams (Data and Control) then carry a receiver
+//! session id and a nonce counter, the AEAD ciphertext and a 16-byte tag; the
+//! two handshake messages have fixed sizes. `docs/PROTOCOL.md` at the repository
+//! root draws every layout; the named ranges in [`field`] are the single source
+//! of truth for the offsets used here.
+//!
+//! The style follows smoltcp's `wire` module: parsing checks every length
+//! before touching a byte and returns a typed [`WireError`] instead of
+//! panicking, emitting writes into fixed-size caller buffers, and nothing here
+//! allocates. All integers are big-endian.
+
+use core::fmt;
+use thiserror::Error;
+
+/// Length of the transport header (Data and Control): common 4 bytes,
+/// receiver session id, nonce counter.
+pub const TRANSPORT_HEADER_LEN: usize = 16;
+/// Length of the metadata that precedes the inner IP packet in a Data plaintext.
+pub const DATA_META_LEN: usize = 12;
+/// Length of the Poly1305 authentication tag that ends every transport datagram.
+pub const TAG_LEN: usize = 16;
+/// Length of the metadata that precedes the frames in a Control plaintext.
+pub const CONTROL_META_LEN: usize = 8;
+/// Bytes a Data datagram adds to the inner IP packet (header + meta + tag),
+/// not counting the outer UDP (8) and IP (20 for IPv4, 40 for IPv6) headers.
+pub const DATA_OVERHEAD: usize = TRANSPORT_HEADER_LEN + DATA_META_LEN + TAG_LEN;
+/// Exact length of a HandshakeInit datagram.
+pub const HANDSHAKE_INIT_LEN: usize = 128;
+/// Exact length of a HandshakeResponse datagram.
+pub const HANDSHAKE_RESPONSE_LEN: usize = 60;
+/// Shortest well-formed transport datagram: a header and a tag around an
+/// empty plaintext.
+pub const MIN_TRANSPORT_LEN: usize = TRANSPORT_HEADER_LEN + TAG_LEN;
+/// Protocol version carried in byte 2 of both handshake messages.
+pub const HANDSHAKE_VERSION: u8 = 1;
+/// Version byte of transport datagrams (the session's version was fixed by
+/// the handshake, so transport datagrams carry 0).
+pub const TRANSPORT_VERSION: u8 = 0;
+/// Length of a control frame's header: type (1) and body length (2).
+pub const FRAME_HEADER_LEN: usize = 3;
+
+const _: () = assert!(DATA_OVERHEAD == 44);
+
+/// Byte offsets of every field, as named ranges.
+pub mod field {
+    use core::ops::Range;
+
+    /// Packet type (all datagrams).
+    pub const TYPE: usize = 0;
+    /// Path id chosen by the client for the uplink (all datagrams).
+    pub const PATH_ID: usize = 1;
+    /// Protocol version (all datagrams).
+    pub const VERSION: usize = 2;
+    /// Reserved, must be zero (all datagrams).
+    pub const RESERVED: usize = 3;
+    /// The four common bytes.
+    pub const COMMON: Range<usize> = 0..4;
+
+    /// Transport: session id chosen by the receiver of the datagram.
+    pub const TRANSPORT_RECEIVER: Range<usize> = 4..8;
+    /// Transport: per-direction nonce counter.
+    pub const TRANSPORT_COUNTER: Range<usize> = 8..16;
+
+    /// Data plaintext: per-path packet number.
+    pub const DATA_PATH_PN: Range<usize> = 0..4;
+    /// Data plaintext: sender timestamp, microseconds since session start.
+    pub const DATA_TX_TIME: Range<usize> = 4..8;
+    /// Data plaintext: session-wide sequence number.
+    pub const DATA_SEQ: Range<usize> = 8..12;
+
+    /// Control plaintext: per-path packet number.
+    pub const CONTROL_PATH_PN: Range<usize> = 0..4;
+    /// Control plaintext: sender timestamp, microseconds since session start.
+    pub const CONTROL_TX_TIME: Range<usize> = 4..8;
+
+    /// HandshakeInit: the client's (sender's) session id.
+    pub const INIT_SENDER: Range<usize> = 4..8;
+    /// HandshakeInit: Noise IK message 1.
+    pub const INIT_NOISE: Range<usize> = 8..112;
+    /// HandshakeInit: the bytes mac1 covers.
+    pub const INIT_MAC1_INPUT: Range<usize> = 0..112;
+    /// HandshakeInit: mac1.
+    pub const INIT_MAC1: Range<usize> = 112..128;
+
+    /// HandshakeResponse: the client's session id (receiver of this message).
+    pub const RESPONSE_RECEIVER: Range<usize> = 4..8;
+    /// HandshakeResponse: the server's (sender's) session id.
+    pub const RESPONSE_SENDER: Range<usize> = 8..12;
+    /// HandshakeResponse: Noise IK message 2.
+    pub const RESPONSE_NOISE: Range<usize> = 12..60;
+}
+
+/// Errors from parsing or emitting wire structures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum WireError {
+    /// The input is shorter than the structure being parsed.
+    #[error("truncated: need at least {needed} bytes, got {got}")]
+    Truncated {
+        /// Minimum length of the structure.
+        needed: usize,
+        /// Length of the input.
+        got: usize,
+    },
+    /// A fixed-size message (handshake) does not have its exact size.
+    #[error("wrong length: expected exactly {expected} bytes, got {got}")]
+    WrongLength {
+        /// The message's fixed length.
+        expected: usize,
+        /// Length of the input.
+        got: usize,
+    },
+    /// The type byte is not a known packet type.
+    #[error("unknown packet type {0:#04x}")]
+    UnknownType(u8),
+    /// The type byte is valid but not the one this parser expects.
+    #[error("unexpected packet type {got:?}, expected {expected}")]
+    UnexpectedType {
+        /// What the parser handles.
+        expected: &'static str,
+        /// What the datagram says it is.
+        got: PacketType,
+    },
+    /// The version byte does not match this implementation.
+    #[error("unsupported version {got}, expected {expected}")]
+    BadVersion {
+        /// Version this implementation speaks for this packet type.
+        expected: u8,
+        /// Version in the datagram.
+        got: u8,
+    },
+    /// The reserved byte is not zero.
+    #[error("reserved byte is {0:#04x}, must be 0")]
+    BadReserved(u8),
+    /// A control frame's header or body runs past the end of the plaintext.
+    #[error("control frame truncated: needs {needed} bytes, {got} left")]
+    FrameTruncated {
+        /// Bytes the frame claims to need.
+        needed: usize,
+        /// Bytes left in the plaintext.
+        got: usize,
+    },
+    /// A known control frame's body is shorter than its fixed fields.
+    #[error("control frame type {frame_type:#04x} body is {got} bytes, needs {needed}")]
+    FrameBodyTooShort {
+        /// Frame type.
+        frame_type: u8,
+        /// Minimum body length for this type.
+        needed: usize,
+        /// Body length in the frame header.
+        got: usize,
+    },
+    /// A frame body to write is longer than the 16-bit length field allows.
+    #[error("control frame body of {0} bytes exceeds 65535")]
+    FrameTooLong(usize),
+    /// The output buffer is too small for what is being written.
+    #[error("output buffer too small: need {needed} bytes, have {got}")]
+    BufferTooSmall {
+        /// Bytes the write needs.
+        needed: usize,
+        /// Bytes available.
+        got: usize,
+    },
+}
+
+/// The packet type in byte 0 of every datagram.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PacketType {
+    /// Client to server, first handshake message (128 bytes).
+    HandshakeInit = 0x01,
+    /// Server to client, second handshake message (60 bytes).
+    HandshakeResponse = 0x02,
+    /// Transport datagram carrying an inner IP packet.
+    Data = 0x03,
+    /// Transport datagram carrying control frames.
+    Control = 0x04,
+}
+
+impl PacketType {
+    /// Whether this is a transport type (Data or Control).
+    pub fn is_transport(self) -> bool {
+        matches!(self, PacketType::Data | PacketType::Control)
+    }
+}
+
+impl TryFrom<u8> for PacketType {
+    type Error = WireError;
+
+    fn try_from(byte: u8) -> Result<Self, WireError> {
+        match byte {
+            0x01 => Ok(PacketType::HandshakeInit),
+            0x02 => Ok(PacketType::HandshakeResponse),
+            0x03 => Ok(PacketType::Data),
+            0x04 => Ok(PacketType::Control),
+            other => Err(WireError::UnknownType(other)),
+        }
+    }
+}
+
+impl From<PacketType> for u8 {
+    fn from(packet_type: PacketType) -> u8 {
+        packet_type as u8
+    }
+}
+
+/// A session id: chosen by each side for itself at handshake time, and put by
+/// the other side in every datagram it sends, so that datagrams are tied to a
+/// session rather than to a source address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(pub u32);
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:08x}", self.0)
+    }
+}
+
+fn read_u32(bytes: &[u8], range: core::ops::Range<usize>) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[range]);
+    u32::from_be_bytes(word)
+}
+
+fn read_u64(bytes: &[u8], range: core::ops::Range<usize>) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[range]);
+    u64::from_be_bytes(word)
+}
+
+fn check_len(bytes: &[u8], needed: usize) -> Result<(), WireError> {
+    if bytes.len() < needed {
+        return Err(WireError::Truncated {
+            needed,
+            got: bytes.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Reads the packet type of a datagram, checking that the four common bytes
+/// are present. This is the first dispatch step for every received datagram.
+pub fn packet_type(datagram: &[u8]) -> Result<PacketType, WireError> {
+    check_len(datagram, field::COMMON.end)?;
+    PacketType::try_from(datagram[field::TYPE])
+}
+
+/// Checks the version and reserved bytes of a datagram whose length was checked.
+fn check_version(datagram: &[u8], expected: u8) -> Result<(), WireError> {
+    let version = datagram[field::VERSION];
+    if version != expected {
+        return Err(WireError::BadVersion {
+            expected,
+            got: version,
+        });
+    }
+    let reserved = datagram[field::RESERVED];
+    if reserved != 0 {
+        return Err(WireError::BadReserved(reserved));
+    }
+    Ok(())
+}
+
+fn emit_common(out: &mut [u8], packet_type: PacketType, path_id: u8, version: u8) {
+    out[field::TYPE] = packet_type.into();
+    out[field::PATH_ID] = path_id;
+    out[field::VERSION] = version;
+    out[field::RESERVED] = 0;
+}
+
+/// The 16-byte header of Data and Control datagrams. It is the AEAD's
+/// associated data, so every field is authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportHeader {
+    /// [`PacketType::Data`] or [`PacketType::Control`].
+    pub packet_type: PacketType,
+    /// Path id of the uplink, chosen by the client.
+    pub path_id: u8,
+    /// The session id chosen by the side that receives this datagram.
+    pub receiver: SessionId,
+    /// Nonce counter, unique per direction per session, shared by all paths.
+    pub counter: u64,
+}
+
+impl TransportHeader {
+    /// Parses the header at the start of `datagram` (which may be the whole
+    /// datagram or just its first 16 bytes). Checks the type is a transport
+    /// type, the version is 0 and the reserved byte is 0. Does not check that
+    /// a tag follows; opening the datagram does.
+    pub fn parse(datagram: &[u8]) -> Result<Self, WireError> {
+        check_len(datagram, TRANSPORT_HEADER_LEN)?;
+        let packet_type = PacketType::try_from(datagram[field::TYPE])?;
+        if !packet_type.is_transport() {
+            return Err(WireError::UnexpectedType {
+                expected: "Data or Control",
+                got: packet_type,
+            });
+        }
+        check_version(datagram, TRANSPORT_VERSION)?;
+        Ok(TransportHeader {
+            packet_type,
+            path_id: datagram[field::PATH_ID],
+            receiver: SessionId(read_u32(datagram, field::TRANSPORT_RECEIVER)),
+            counter: read_u64(datagram, field::TRANSPORT_COUNTER),
+        })
+    }
+
+    /// Writes the header (version 0, reserved 0).
+    pub fn emit(&self, out: &mut [u8; TRANSPORT_HEADER_LEN]) {
+        emit_common(out, self.packet_type, self.path_id, TRANSPORT_VERSION);
+        out[field::TRANSPORT_RECEIVER].copy_from_slice(&self.receiver.0.to_be_bytes());
+        out[field::TRANSPORT_COUNTER].copy_from_slice(&self.counter.to_be_bytes());
+    }
+}
+
+/// The metadata at the start of a Data plaintext, before the inner IP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataMeta {
+    /// Per-path packet number (wraps).
+    pub path_pn: u32,
+    /// Sender timestamp in microseconds since the sender's session start (wraps).
+    pub tx_time_us: u32,
+    /// Session-wide sequence number (wraps).
+    pub seq: u32,
+}
+
+impl DataMeta {
+    /// Parses the metadata at the start of a Data plaintext; the inner packet
+    /// is `plaintext[DATA_META_LEN..]`.
+    pub fn parse(plaintext: &[u8]) -> Result<Self, WireError> {
+        check_len(plaintext, DATA_META_LEN)?;
+        Ok(DataMeta {
+            path_pn: read_u32(plaintext, field::DATA_PATH_PN),
+            tx_time_us: read_u32(plaintext, field::DATA_TX_TIME),
+            seq: read_u32(plaintext, field::DATA_SEQ),
+        })
+    }
+
+    /// Writes the metadata.
+    pub fn emit(&self, out: &mut [u8; DATA_META_LEN]) {
+        out[field::DATA_PATH_PN].copy_from_slice(&self.path_pn.to_be_bytes());
+        out[field::DATA_TX_TIME].copy_from_slice(&self.tx_time_us.to_be_bytes());
+        out[field::DATA_SEQ].copy_from_slice(&self.seq.to_be_bytes());
+    }
+}
+
+/// The metadata at the start of a Control plaintext, before the frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlMeta {
+    /// Per-path packet number (wraps); Control datagrams count on their path
+    /// like Data datagrams do.
+    pub path_pn: u32,
+    /// Sender timestamp in microseconds since the sender's session start (wraps).
+    pub tx_time_us: u32,
+}
+
+impl ControlMeta {
+    /// Parses the metadata at the start of a Control plaintext; the frames are
+    /// `plaintext[CONTROL_META_LEN..]`.
+    pub fn parse(plaintext: &[u8]) -> Result<Self, WireError> {
+        check_len(plaintext, CONTROL_META_LEN)?;
+        Ok(ControlMeta {
+            path_pn: read_u32(plaintext, field::CONTROL_PATH_PN),
+            tx_time_us: read_u32(plaintext, field::CONTROL_TX_TIME),
+        })
+    }
+
+    /// Writes the metadata.
+    pub fn emit(&self, out: &mut [u8; CONTROL_META_LEN]) {
+        out[field::CONTROL_PATH_PN].copy_from_slice(&self.path_pn.to_be_bytes());
+        out[field::CONTROL_TX_TIME].copy_from_slice(&self.tx_time_us.to_be_bytes());
+    }
+}
+
+/// Control frame type codes.
+pub mod frame_type {
+    /// [`super::Frame::Ping`].
+    pub const PING: u8 = 0x01;
+    /// [`super::Frame::Pong`].
+    pub const PONG: u8 = 0x02;
+    /// [`super::Frame::Close`].
+    pub const CLOSE: u8 = 0x03;
+}
+
+/// Body length of a Ping frame written by this implementation.
+pub const PING_BODY_LEN: usize = 4;
+/// Body length of a Pong frame written by this implementation.
+pub const PONG_BODY_LEN: usize = 8;
+
+/// One control frame: `type u8, len u16, body[len]`.
+///
+/// Known frames may carry a longer body than their fields need (a later
+/// version may append fields); the extra bytes are ignored when parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Asks the peer to answer with a Pong on the same path.
+    Ping {
+        /// Identifies the ping; echoed in the Pong.
+        ping_id: u32,
+    },
+    /// Answers a Ping.
+    Pong {
+        /// The Ping's `ping_id`.
+        ping_id: u32,
+        /// The `tx_time_us` of the Control datagram that carried the Ping.
+        echoed_tx_time_us: u32,
+    },
+    /// The peer is going away; the session can be torn down.
+    Close,
+    /// A frame type this implementation does not know; skipped by length.
+    Unknown {
+        /// The frame's type byte.
+        frame_type: u8,
+        /// The frame's body.
+        body: &'a [u8],
+    },
+}
+
+impl<'a> Frame<'a> {
+    fn parse_body(frame_type: u8, body: &'a [u8]) -> Result<Self, WireError> {
+        let too_short = |needed: usize| WireError::FrameBodyTooShort {
+            frame_type,
+            needed,
+            got: body.len(),
+        };
+        match frame_type {
+            frame_type::PING => {
+                if body.len() < PING_BODY_LEN {
+                    return Err(too_short(PING_BODY_LEN));
+                }
+                Ok(Frame::Ping {
+                    ping_id: read_u32(body, 0..4),
+                })
+            }
+            frame_type::PONG => {
+                if body.len() < PONG_BODY_LEN {
+                    return Err(too_short(PONG_BODY_LEN));
+                }
+                Ok(Frame::Pong {
+                    ping_id: read_u32(body, 0..4),
+                    echoed_tx_time_us: read_u32(body, 4..8),
+                })
+            }
+            frame_type::CLOSE => Ok(Frame::Close),
+            _ => Ok(Frame::Unknown { frame_type, body }),
+        }
+    }
+
+    /// Number of bytes [`write_frame`] writes for this frame.
+    pub fn encoded_len(&self) -> usize {
+        FRAME_HEADER_LEN
+            + match self {
+                Frame::Ping { .. } => PING_BODY_LEN,
+                Frame::Pong { .. } => PONG_BODY_LEN,
+                Frame::Close => 0,
+                Frame::Unknown { body, .. } => body.len(),
+            }
+    }
+}
+
+/// Iterator over the frames of a Control plaintext, see [`frames`].
+#[derive(Debug, Clone)]
+pub struct Frames<'a> {
+    rest: &'a [u8],
+    failed: bool,
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<Frame<'a>, WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.rest.is_empty() {
+            return None;
+        }
+        let result = self.next_frame();
+        self.failed = result.is_err();
+        Some(result)
+    }
+}
+
+impl<'a> Frames<'a> {
+    fn next_frame(&mut self) -> Result<Frame<'a>, WireError> {
+        let rest = self.rest;
+        if rest.len() < FRAME_HEADER_LEN {
+            return Err(WireError::FrameTruncated {
+                needed: FRAME_HEADER_LEN,
+                got: rest.len(),
+            });
+        }
+        let frame_type = rest[0];
+        let body_len = usize::from(u16::from_be_bytes([rest[1], rest[2]]));
+        let after_header = &rest[FRAME_HEADER_LEN..];
+        if after_header.len() < body_len {
+            return Err(WireError::FrameTruncated {
+                needed: body_len,
+                got: after_header.len(),
+            });
+        }
+        let (body, rest) = after_header.split_at(body_len);
+        self.rest = rest;
+        Frame::parse_body(frame_type, body)
+    }
+}
+
+/// Iterates over the frames in `body` (a Control plaintext after its
+/// [`ControlMeta`]). Yields each frame in order; on the first malformed frame
+/// it yields one error and then stops. Does not allocate.
+pub fn frames(body: &[u8]) -> impl Iterator<Item = Result<Frame<'_>, WireError>> {
+    Frames {
+        rest: body,
+        failed: false,
+    }
+}
+
+/// Writes `frame` at the start of `out` and returns the number of bytes written.
+pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
+    let needed = frame.encoded_len();
+    let body_len = needed - FRAME_HEADER_LEN;
+    let Ok(body_len_u16) = u16::try_from(body_len) else {
+        return Err(WireError::FrameTooLong(body_len));
+    };
+    if out.len() < needed {
+        return Err(WireError::BufferTooSmall {
+            needed,
+            got: out.len(),
+        });
+    }
+    let (header, rest) = out.split_at_mut(FRAME_HEADER_LEN);
+    let body = &mut rest[..body_len];
+    header[0] = match frame {
+        Frame::Ping { .. } => frame_type::PING,
+        Frame::Pong { .. } => frame_type::PONG,
+        Frame::Close => frame_type::CLOSE,
+        Frame::Unknown { frame_type, .. } => *frame_type,
+    };
+    header[1..3].copy_from_slice(&body_len_u16.to_be_bytes());
+    match frame {
+        Frame::Ping { ping_id } => body.copy_from_slice(&ping_id.to_be_bytes()),
+        Frame::Pong {
+            ping_id,
+            echoed_tx_time_us,
+        } => {
+            body[0..4].copy_from_slice(&ping_id.to_be_bytes());
+            body[4..8].copy_from_slice(&echoed_tx_time_us.to_be_bytes());
+        }
+        Frame::Close => {}
+        Frame::Unknown { body: src, .. } => body.copy_from_slice(src),
+    }
+    Ok(needed)
+}
+
+/// Checks a fixed-size handshake message's length, type, version and reserved byte.
+fn check_handshake(
+    datagram: &[u8],
+    expected_len: usize,
+    expected_type: PacketType,
+    expected_name: &'static str,
+) -> Result<(), WireError> {
+    let packet_type = packet_type(datagram)?;
+    if packet_type != expected_type {
+        return Err(WireError::UnexpectedType {
+            expected: expected_name,
+            got: packet_type,
+        });
+    }
+    if datagram.len() != expected_len {
+        return Err(WireError::WrongLength {
+            expected: expected_len,
+            got: datagram.len(),
+        });
+    }
+    check_version(datagram, HANDSHAKE_VERSION)
+}
+
+/// A checked view of a HandshakeInit datagram (exactly 128 bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct HandshakeInit<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> HandshakeInit<'a> {
+    /// Checks length (exactly [`HANDSHAKE_INIT_LEN`]), type, version and
+    /// reserved byte. Says nothing about authenticity: check mac1 next.
+    pub fn new_checked(datagram: &'a [u8]) -> Result<Self, WireError> {
+        check_handshake(
+            datagram,
+            HANDSHAKE_INIT_LEN,
+            PacketType::HandshakeInit,
+            "HandshakeInit",
+        )?;
+        Ok(HandshakeInit { bytes: datagram })
+    }
+
+    /// Path id the client sent this init on.
+    pub fn path_id(&self) -> u8 {
+        self.bytes[field::PATH_ID]
+    }
+
+    /// The client's session id.
+    pub fn sender(&self) -> SessionId {
+        SessionId(read_u32(self.bytes, field::INIT_SENDER))
+    }
+
+    /// Noise IK message 1.
+    pub fn noise_message(&self) -> &'a [u8] {
+        &self.bytes[field::INIT_NOISE]
+    }
+
+    /// The bytes mac1 is computed over.
+    pub fn mac1_input(&self) -> &'a [u8] {
+        &self.bytes[field::INIT_MAC1_INPUT]
+    }
+
+    /// The mac1 field.
+    pub fn mac1(&self) -> &'a [u8] {
+        &self.bytes[field::INIT_MAC1]
+    }
+
+    /// Writes the common bytes and the sender id of an init; the Noise message
+    /// and mac1 are written by the handshake.
+    pub fn emit_header(out: &mut [u8; HANDSHAKE_INIT_LEN], path_id: u8, sender: SessionId) {
+        emit_common(out, PacketType::HandshakeInit, path_id, HANDSHAKE_VERSION);
+        out[field::INIT_SENDER].copy_from_slice(&sender.0.to_be_bytes());
+    }
+}
+
+/// A checked view of a HandshakeResponse datagram (exactly 60 bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct HandshakeResponse<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> HandshakeResponse<'a> {
+    /// Checks length (exactly [`HANDSHAKE_RESPONSE_LEN`]), type, version and
+    /// reserved byte.
+    pub fn new_checked(datagram: &'a [u8]) -> Result<Self, WireError> {
+        check_handshake(
+            datagram,
+            HANDSHAKE_RESPONSE_LEN,
+            PacketType::HandshakeResponse,
+            "HandshakeResponse",
+        )?;
+        Ok(HandshakeResponse { bytes: datagram })
+    }
+
+    /// Path id, echoed from the init this responds to.
+    pub fn path_id(&self) -> u8 {
+        self.bytes[field::PATH_ID]
+    }
+
+    /// The client's session id (the receiver of this message).
+    pub fn receiver(&self) -> SessionId {
+        SessionId(read_u32(self.bytes, field::RESPONSE_RECEIVER))
+    }
+
+    /// The server's session id.
+    pub fn sender(&self) -> SessionId {
+        SessionId(read_u32(self.bytes, field::RESPONSE_SENDER))
+    }
+
+    /// Noise IK message 2.
+    pub fn noise_message(&self) -> &'a [u8] {
+        &self.bytes[field::RESPONSE_NOISE]
+    }
+
+    /// Writes the common bytes and both session ids of a response; the Noise
+    /// message is written by the handshake.
+    pub fn emit_header(
+        out: &mut [u8; HANDSHAKE_RESPONSE_LEN],
+        path_id: u8,
+        receiver: SessionId,
+        sender: SessionId,
+    ) {
+        emit_common(
+            out,
+            PacketType::HandshakeResponse,
+            path_id,
+            HANDSHAKE_VERSION,
+        );
+        out[field::RESPONSE_RECEIVER].copy_from_slice(&receiver.0.to_be_bytes());
+        out[field::RESPONSE_SENDER].copy_from_slice(&sender.0.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const DATA_HEADER: [u8; 16] = [
+        0x03, 0x07, 0x00, 0x00, // type Data, path 7, version 0, reserved
+        0xde, 0xad, 0xbe, 0xef, // receiver session id
+        0x00, 0x00, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, // counter
+    ];
+
+    #[test]
+    fn overhead_constants() {
+        assert_eq!(DATA_OVERHEAD, 44);
+        assert_eq!(MIN_TRANSPORT_LEN, 32);
+        assert_eq!(field::INIT_MAC1.end, HANDSHAKE_INIT_LEN);
+        assert_eq!(field::RESPONSE_NOISE.end, HANDSHAKE_RESPONSE_LEN);
+    }
+
+    #[test]
+    fn packet_type_dispatch() {
+        assert_eq!(packet_type(&[1, 0, 1, 0]), Ok(PacketType::HandshakeInit));
+        assert_eq!(
+            packet_type(&[2, 0, 1, 0]),
+            Ok(PacketType::HandshakeResponse)
+        );
+        assert_eq!(packet_type(&DATA_HEADER), Ok(PacketType::Data));
+        assert_eq!(packet_type(&[4, 0, 0, 0, 9]), Ok(PacketType::Control));
+        assert_eq!(packet_type(&[5, 0, 0, 0]), Err(WireError::UnknownType(5)));
+        assert_eq!(packet_type(&[0, 0, 0, 0]), Err(WireError::UnknownType(0)));
+        assert_eq!(
+            packet_type(&[3, 0, 0]),
+            Err(WireError::Truncated { needed: 4, got: 3 })
+        );
+        assert_eq!(
+            packet_type(&[]),
+            Err(WireError::Truncated { needed: 4, got: 0 })
+        );
+    }
+
+    #[test]
+    fn transport_header_emit_exact_bytes() {
+        let header = TransportHeader {
+            packet_type: PacketType::Data,
+            path_id: 7,
+            receiver: SessionId(0xdead_beef),
+            counter: 0x0001_0203_0405,
+        };
+        let mut out = [0xffu8; 16];
+        header.emit(&mut out);
+        assert_eq!(out, DATA_HEADER);
+    }
+
+    #[test]
+    fn transport_header_parse_exact_bytes() {
+        let header = TransportHeader::parse(&DATA_HEADER).unwrap();
+        assert_eq!(header.packet_type, PacketType::Data);
+        assert_eq!(header.path_id, 7);
+        assert_eq!(header.receiver, SessionId(0xdead_beef));
+        assert_eq!(header.counter, 0x0001_0203_0405);
+
+        let control = [
+            0x04, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xaa, 0xbb, // trailing ciphertext is ignored
+        ];
+        let header = TransportHeader::parse(&control).unwrap();
+        assert_eq!(header.packet_type, PacketType::Control);
+        assert_eq!(header.path_id, 0xff);
+        assert_eq!(header.receiver, SessionId(1));
+        assert_eq!(header.counter, u64::MAX);
+    }
+
+    #[test]
+    fn transport_header_rejects() {
+        for len in 0..16 {
+            assert_eq!(
+                TransportHeader::parse(&DATA_HEADER[..len]),
+                Err(WireError::Truncated {
+                    needed: 16,
+                    got: len
+                })
+            );
+        }
+        let mut bad = DATA_HEADER;
+        bad[0] = 0x01;
+        assert_eq!(
+            TransportHeader::parse(&bad),
+            Err(WireError::UnexpectedType {
+                expected: "Data or Control",
+                got: PacketType::HandshakeInit
+            })
+        );
+        bad[0] = 0x09;
+        assert_eq!(TransportHeader::parse(&bad), Err(WireError::UnknownType(9)));
+        let mut bad = DATA_HEADER;
+        bad[2] = 1;
+        assert_eq!(
+            TransportHeader::parse(&bad),
+            Err(WireError::BadVersion {
+                expected: 0,
+                got: 1
+            })
+        );
+        let mut bad = DATA_HEADER;
+        bad[3] = 0x80;
+        assert_eq!(
+            TransportHeader::parse(&bad),
+            Err(WireError::BadReserved(0x80))
+        );
+    }
+
+    #[test]
+    fn data_meta_exact_bytes() {
+        let bytes = [
+            0x00, 0x00, 0x00, 0x2a, // path pn 42
+            0x00, 0x0f, 0x42, 0x40, // tx time 1_000_000 us
+            0xff, 0xff, 0xff, 0xfe, // seq
+            0x45, // start of the inner packet, ignored
+        ];
+        let meta = DataMeta::parse(&bytes).unwrap();
+        assert_eq!(
+            meta,
+            DataMeta {
+                path_pn: 42,
+                tx_time_us: 1_000_000,
+                seq: 0xffff_fffe
+            }
+        );
+        let mut out = [0u8; DATA_META_LEN];
+        meta.emit(&mut out);
+        assert_eq!(out[..], bytes[..12]);
+        assert_eq!(
+            DataMeta::parse(&bytes[..11]),
+            Err(WireError::Truncated {
+                needed: 12,
+                got: 11
+            })
+        );
+    }
+
+    #[test]
+    fn control_meta_exact_bytes() {
+        let bytes = [0x01, 0x02, 0x03, 0x04, 0x80, 0x00, 0x00, 0x01];
+        let meta = ControlMeta::parse(&bytes).unwrap();
+        assert_eq!(
+            meta,
+            ControlMeta {
+                path_pn: 0x0102_0304,
+                tx_time_us: 0x8000_0001
+            }
+        );
+        let mut out = [0u8; CONTROL_META_LEN];
+        meta.emit(&mut out);
+        assert_eq!(out, bytes);
+        assert_eq!(
+            ControlMeta::parse(&bytes[..7]),
+            Err(WireError::Truncated { needed: 8, got: 7 })
+        );
+    }
+
+    /// Ping 0x11223344, an unknown frame 0x7f with body [9, 9], Pong, Close.
+    const FRAMES: [u8; 31] = [
+        0x01, 0x00, 0x04, 0x11, 0x22, 0x33, 0x44, // Ping
+        0x7f, 0x00, 0x02, 0x09, 0x09, // Unknown
+        0x02, 0x00, 0x08, 0x11, 0x22, 0x33, 0x44, 0x00, 0x00, 0x01, 0x00, // Pong
+        0x03, 0x00, 0x00, // Close
+        0x01, 0x00, 0x05, 0xaa, 0xbb, // truncated Ping (claims 5, has 2)
+    ];
+
+    #[test]
+    fn frames_parse_exact_bytes() {
+        let mut iter = frames(&FRAMES);
+        assert_eq!(
+            iter.next(),
+            Some(Ok(Frame::Ping {
+                ping_id: 0x1122_3344
+            }))
+        );
+        assert_eq!(
+            iter.next(),
+            Some(Ok(Frame::Unknown {
+                frame_type: 0x7f,
+                body: &[9, 9]
+            }))
+        );
+        assert_eq!(
+            iter.next(),
+            Some(Ok(Frame::Pong {
+                ping_id: 0x1122_3344,
+                echoed_tx_time_us: 256
+            }))
+        );
+        assert_eq!(iter.next(), Some(Ok(Frame::Close)));
+        assert_eq!(
+            iter.next(),
+            Some(Err(WireError::FrameTruncated { needed: 5, got: 2 }))
+        );
+        assert_eq!(iter.next(), None);
+        assert_eq!(frames(&[]).count(), 0);
+    }
+
+    #[test]
+    fn frames_write_exact_bytes() {
+        let mut out = [0u8; 26];
+        let mut at = 0;
+        for frame in [
+            Frame::Ping {
+                ping_id: 0x1122_3344,
+            },
+            Frame::Unknown {
+                frame_type: 0x7f,
+                body: &[9, 9],
+            },
+            Frame::Pong {
+                ping_id: 0x1122_3344,
+                echoed_tx_time_us: 256,
+            },
+            Frame::Close,
+        ] {
+            at += write_frame(&mut out[at..], &frame).unwrap();
+        }
+        assert_eq!(at, 26);
+        assert_eq!(out[..], FRAMES[..26]);
+    }
+
+    #[test]
+    fn frames_longer_bodies_are_forward_compatible() {
+        // A Ping with 2 extra bytes and a Close with 1: the extras are skipped.
+        let bytes = [1, 0, 6, 0, 0, 0, 5, 0xee, 0xee, 3, 0, 1, 0xee];
+        let parsed: Vec<_> = frames(&bytes).collect();
+        assert_eq!(
+            parsed,
+            vec![Ok(Frame::Ping { ping_id: 5 }), Ok(Frame::Close)]
+        );
+    }
+
+    #[test]
+    fn frames_reject_short_bodies_and_headers() {
+        let short_pong = [2, 0, 4, 0, 0, 0, 1];
+        assert_eq!(
+            frames(&short_pong).next(),
+            Some(Err(WireError::FrameBodyTooShort {
+                frame_type: 2,
+                needed: 8,
+                got: 4
+            }))
+        );
+        let short_ping = [1, 0, 0];
+        assert_eq!(
+            frames(&short_ping).next(),
+            Some(Err(WireError::FrameBodyTooShort {
+                frame_type: 1,
+                needed: 4,
+                got: 0
+            }))
+        );
+        assert_eq!(
+            frames(&[3, 0]).collect::<Vec<_>>(),
+            vec![Err(WireError::FrameTruncated { needed: 3, got: 2 })]
+        );
+        // An error stops the iteration even if bytes follow.
+        let bad_then_good = [2, 0, 0, 3, 0, 0];
+        assert_eq!(frames(&bad_then_good).count(), 1);
+    }
+
+    #[test]
+    fn write_frame_checks_room_and_length() {
+        let mut out = [0u8; 6];
+        assert_eq!(
+            write_frame(&mut out, &Frame::Ping { ping_id: 1 }),
+            Err(WireError::BufferTooSmall { needed: 7, got: 6 })
+        );
+        assert_eq!(write_frame(&mut out, &Frame::Close), Ok(3));
+        let big = [0u8; 65_536];
+        let mut big_out = vec![0u8; 70_000];
+        assert_eq!(
+            write_frame(
+                &mut big_out,
+                &Frame::Unknown {
+                    frame_type: 9,
+                    body: &big
+                }
+            ),
+            Err(WireError::FrameTooLong(65_536))
+        );
+        assert_eq!(
+            write_frame(
+                &mut big_out,
+                &Frame::Unknown {
+                    frame_type: 9,
+                    body: &big[..65_535]
+                }
+            ),
+            Ok(65_538)
+        );
+    }
+
+    fn init_bytes() -> [u8; HANDSHAKE_INIT_LEN] {
+        let mut bytes = [0u8; HANDSHAKE_INIT_LEN];
+        bytes[..8].copy_from_slice(&[0x01, 0x02, 0x01, 0x00, 0x0a, 0x0b, 0x0c, 0x0d]);
+        for (i, byte) in bytes[8..].iter_mut().enumerate() {
+            *byte = i as u8;
+        }
+        bytes
+    }
+
+    #[test]
+    fn handshake_init_view() {
+        let bytes = init_bytes();
+        let view = HandshakeInit::new_checked(&bytes).unwrap();
+        assert_eq!(view.path_id(), 2);
+        assert_eq!(view.sender(), SessionId(0x0a0b_0c0d));
+        assert_eq!(view.noise_message().len(), 104);
+        assert_eq!(view.noise_message()[0], 0);
+        assert_eq!(view.mac1_input(), &bytes[..112]);
+        assert_eq!(view.mac1()[0], 104);
+        assert_eq!(view.mac1().len(), 16);
+
+        let mut out = [0u8; HANDSHAKE_INIT_LEN];
+        HandshakeInit::emit_header(&mut out, 2, SessionId(0x0a0b_0c0d));
+        assert_eq!(out[..8], bytes[..8]);
+    }
+
+    #[test]
+    fn handshake_init_rejects() {
+        let bytes = init_bytes();
+        assert_eq!(
+            HandshakeInit::new_checked(&bytes[..127]).unwrap_err(),
+            WireError::WrongLength {
+                expected: 128,
+                got: 127
+            }
+        );
+        let mut long = [0u8; 129];
+        long[..128].copy_from_slice(&bytes);
+        assert!(HandshakeInit::new_checked(&long).is_err());
+        let mut bad = bytes;
+        bad[0] = 2;
+        assert!(matches!(
+            HandshakeInit::new_checked(&bad),
+            Err(WireError::UnexpectedType { .. })
+        ));
+        let mut bad = bytes;
+        bad[2] = 0;
+        assert_eq!(
+            HandshakeInit::new_checked(&bad).unwrap_err(),
+            WireError::BadVersion {
+                expected: 1,
+                got: 0
+            }
+        );
+        assert!(HandshakeInit::new_checked(&bytes[..2]).is_err());
+    }
+
+    #[test]
+    fn handshake_response_view() {
+        let mut bytes = [0u8; HANDSHAKE_RESPONSE_LEN];
+        bytes[..12].copy_from_slice(&[
+            0x02, 0x05, 0x01, 0x00, // common
+            0x0a, 0x0b, 0x0c, 0x0d, // receiver (client)
+            0x00, 0x00, 0x10, 0x00, // sender (server)
+        ]);
+        bytes[12] = 0x77;
+        let view = HandshakeResponse::new_checked(&bytes).unwrap();
+        assert_eq!(view.path_id(), 5);
+        assert_eq!(view.receiver(), SessionId(0x0a0b_0c0d));
+        assert_eq!(view.sender(), SessionId(0x1000));
+        assert_eq!(view.noise_message().len(), 48);
+        assert_eq!(view.noise_message()[0], 0x77);
+
+        let mut out = [0u8; HANDSHAKE_RESPONSE_LEN];
+        HandshakeResponse::emit_header(&mut out, 5, SessionId(0x0a0b_0c0d), SessionId(0x1000));
+        assert_eq!(out[..12], bytes[..12]);
+
+        assert!(HandshakeResponse::new_checked(&bytes[..59]).is_err());
+        let mut bad = bytes;
+        bad[3] = 1;
+        assert_eq!(
+            HandshakeResponse::new_checked(&bad).unwrap_err(),
+            WireError::BadReserved(1)
+        );
+        bad = bytes;
+        bad[0] = 3;
+        assert!(HandshakeResponse::new_checked(&bad).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = packet_type(&bytes);
+            let _ = TransportHeader::parse(&bytes);
+            let _ = DataMeta::parse(&bytes);
+            let _ = ControlMeta::parse(&bytes);
+            let _ = HandshakeInit::new_checked(&bytes);
+            let _ = HandshakeResponse::new_checked(&bytes);
+            for frame in frames(&bytes) {
+                let _ = frame;
+            }
+        }
+
+        #[test]
+        fn frames_round_trip(ping_id in any::<u32>(), echo in any::<u32>(),
+                             unknown_type in 4u8.., body in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let written = [
+                Frame::Ping { ping_id },
+                Frame::Pong { ping_id, echoed_tx_time_us: echo },
+                Frame::Unknown { frame_type: unknown_type, body: &body },
+                Frame::Close,
+            ];
+            let mut out = [0u8; 128];
+            let mut at = 0;
+            for frame in &written {
+                at += write_frame(&mut out[at..], frame).unwrap();
+            }
+            let parsed: Vec<_> = frames(&out[..at]).map(Result::unwrap).collect();
+            prop_assert_eq!(&parsed[..], &written[..]);
+        }
+
+        #[test]
+        fn transport_header_round_trip(control in any::<bool>(), path_id in any::<u8>(),
+                                       receiver in any::<u32>(), counter in any::<u64>()) {
+            let header = TransportHeader {
+                packet_type: if control { PacketType::Control } else { PacketType::Data },
+                path_id,
+                receiver: SessionId(receiver),
+                counter,
+            };
+            let mut out = [0u8; TRANSPORT_HEADER_LEN];
+            header.emit(&mut out);
+            prop_assert_eq!(TransportHeader::parse(&out), Ok(header));
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! A snapshot of everything known about one path, named after quinn's `PathStats`, for
+//! schedulers, logs and metrics.
+
+use std::time::Duration;
+
+use crate::RttEstimator;
+
+/// Monotonic per-path counters; each side counts what it sent and received itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCounters {
+    /// Datagrams sent on the path, data and control.
+    pub sent_packets: u64,
+    /// UDP payload bytes sent on the path.
+    pub sent_bytes: u64,
+    /// Authenticated datagrams received on the path.
+    pub received_packets: u64,
+    /// UDP payload bytes of authenticated datagrams received on the path.
+    pub received_bytes: u64,
+    /// Inner packets (tunnelled IP packets) among the sent datagrams.
+    pub sent_data_packets: u64,
+    /// Inner packets among the received datagrams.
+    pub received_data_packets: u64,
+    /// Sends the operating system refused (interface down, no route, buffer full).
+    pub send_errors: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PathStats {
+    pub counters: PathCounters,
+    /// Smoothed round-trip time (RFC 6298 SRTT).
+    pub rtt: Option<Duration>,
+    /// Round-trip time variation (RFC 6298 RTTVAR).
+    pub rtt_variance: Duration,
+    pub min_rtt: Option<Duration>,
+    pub latest_rtt: Option<Duration>,
+    /// Time since something authenticated last arrived on the path.
+    pub since_last_received: Option<Duration>,
+}
+
+impl PathStats {
+    pub fn new(
+        counters: PathCounters,
+        rtt: &RttEstimator,
+        since_last_received: Option<Duration>,
+    ) -> Self {
+        Self {
+            counters,
+            rtt: rtt.smoothed(),
+            rtt_variance: rtt.variance(),
+            min_rtt: rtt.min(),
+            latest_rtt: rtt.latest(),
+            since_last_received,
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! The receiver's reorder buffer: hides path-delay differences from the inner TCP.
+//!
+//! Packets of one session arrive over paths whose delays differ by tens of
+//! milliseconds, so they arrive out of order. TCP reads reordering beyond about
+//! three segments as loss and halves its window (the effect the high-speed-train
+//! study, `seeds/003_*` §4, models), so the receiver holds packets that arrive
+//! after a gap until the gap is filled, but never longer than
+//! [`ReorderConfig::max_hold`]: a gap that stays open is most likely a real
+//! loss, and holding longer only adds delay. The wait is measured from the
+//! arrival of the oldest packet held behind the gap, so no packet waits longer
+//! than `max_hold` for a gap (if the caller polls at [`ReorderBuffer::poll_timeout`]).
+//!
+//! A packet that turns up after its gap was given up on is still released
+//! (counted as late): one out-of-order segment costs the inner TCP less than a
+//! retransmission. To tell such a packet from a copy of one already delivered
+//! (paths, redundant schedulers and the network all duplicate), the buffer
+//! remembers, for the last `capacity` sequence numbers behind the release
+//! point, which were delivered. Anything older is rejected as too old.
+//!
+//! Memory is fixed at construction: one slot per sequence number of the
+//! window `[next_expected, next_expected + capacity)`, a bitmap for the
+//! history, and two bounded queues. A packet beyond the window is not dropped:
+//! the window is pushed forward ("forced advance") and whatever it leaves
+//! behind is released in order, skipping what never arrived.
+//!
+//! Sans-IO: the caller inserts packets with the time they arrived, calls
+//! [`ReorderBuffer::poll_release`] until it returns `None`, and arms a timer
+//! for [`ReorderBuffer::poll_timeout`]. `now` must never go backwards.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::seq::SeqNo;
+
+#[cfg(test)]
+mod tests;
+
+/// Largest window [`ReorderBuffer`] accepts; larger configurations are
+/// clamped. 2^20 packets is ~1.5 GB of 1500-byte packets in the window, far
+/// beyond any bandwidth-delay product a set of cellular uplinks reaches.
+pub const MAX_REORDER_CAPACITY: usize = 1 << 20;
+
+/// Tuning of a [`ReorderBuffer`].
+#[derive(Clone, Copy, Debug)]
+pub struct ReorderConfig {
+    /// Longest time a packet waits for a gap before it to be filled; after
+    /// that the gap is skipped.
+    pub max_hold: Duration,
+    /// Window size in packets. Rounded up to a power of two (so a slot is
+    /// `seq & mask`) and clamped to `1..=MAX_REORDER_CAPACITY`; see
+    /// [`ReorderConfig::effective_capacity`].
+    pub capacity: usize,
+}
+
+impl ReorderConfig {
+    /// The window size the buffer actually uses.
+    pub fn effective_capacity(&self) -> usize {
+        self.capacity
+            .clamp(1, MAX_REORDER_CAPACITY)
+            .next_power_of_two()
+    }
+}
+
+/// Why [`ReorderBuffer::insert`] refused a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RejectReason {
+    /// A packet with this sequence number is already buffered or was already
+    /// delivered: a copy, drop it.
+    #[error("duplicate sequence number")]
+    Duplicate,
+    /// The sequence number is further behind the release point than the
+    /// buffer remembers (or precedes the session's first expected one), so it
+    /// cannot be told from a duplicate: drop it.
+    #[error("sequence number too old")]
+    TooOld,
+    /// The caller has not drained [`ReorderBuffer::poll_release`] for so long
+    /// that accepting this packet would exceed the buffer's fixed memory. Only
+    /// happens when more than `capacity` released-but-unpolled packets pile
+    /// up; call `poll_release` until `None` after every batch of inserts.
+    #[error("release queue full: poll_release was not drained")]
+    Backlogged,
+}
+
+/// A refused packet, handed back so the caller can recycle its buffer.
+#[derive(Debug)]
+pub struct Rejected<T> {
+    /// The packet that was passed to [`ReorderBuffer::insert`].
+    pub item: T,
+    /// Why it was refused.
+    pub reason: RejectReason,
+}
+
+impl<T> std::fmt::Display for Rejected<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "packet rejected by the reorder buffer: {}", self.reason)
+    }
+}
+
+impl<T: std::fmt::Debug> std::error::Error for Rejected<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.reason)
+    }
+}
+
+/// Counters of a [`ReorderBuffer`] since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReorderStats {
+    /// Released packets that were the next expected one when they arrived.
+    pub released_in_order: u64,
+    /// Released packets that arrived behind a gap and had to wait.
+    pub released_after_wait: u64,
+    /// Released packets whose sequence number had already been skipped.
+    pub released_late: u64,
+    /// Gaps (runs of consecutive missing sequence numbers) given up on.
+    pub gaps_skipped: u64,
+    /// Sequence numbers given up on, summed over all gaps.
+    pub seqs_skipped: u64,
+    /// Packets rejected as [`RejectReason::Duplicate`].
+    pub duplicates: u64,
+    /// Packets rejected as [`RejectReason::TooOld`].
+    pub too_old: u64,
+    /// Packets rejected as [`RejectReason::Backlogged`].
+    pub backlogged: u64,
+    /// Inserts that pushed the window forward because they were too far ahead.
+    pub forced_advances: u64,
+    /// Longest time any packet spent in the buffer (insert to release).
+    pub max_hold: Duration,
+    /// Time spent in the buffer, summed over all released packets.
+    pub total_hold: Duration,
+}
+
+impl ReorderStats {
+    /// All packets released so far.
+    pub fn released(&self) -> u64 {
+        self.released_in_order + self.released_after_wait + self.released_late
+    }
+}
+
+/// How a buffered packet will be counted when it is released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReleaseKind {
+    InOrder,
+    AfterWait,
+    Late,
+}
+
+/// One packet in the buffer.
+#[derive(Debug)]
+struct Held<T> {
+    seq: SeqNo,
+    arrived: Instant,
+    kind: ReleaseKind,
+    item: T,
+}
+
+/// Puts packets back into sequence order; see the module docs.
+#[derive(Debug)]
+pub struct ReorderBuffer<T> {
+    max_hold: Duration,
+    /// Window size in packets, a power of two.
+    capacity: u32,
+    /// `capacity - 1`: slot and bitmap index of a sequence number.
+    index_mask: u32,
+    /// Lowest sequence number neither released nor skipped; the window starts here.
+    next_expected: SeqNo,
+    /// Packets of the window, slot `seq & index_mask`.
+    window: Vec<Option<Held<T>>>,
+    /// Occupied slots of `window`.
+    window_len: usize,
+    /// Sequence numbers of window packets in arrival order, so the oldest
+    /// held packet (the one that sets the gap deadline) is at the front.
+    /// Entries of packets that already left the window are removed lazily;
+    /// the front is always a packet still in the window.
+    arrival_order: VecDeque<SeqNo>,
+    /// Bound on `arrival_order`; when reached, stale entries are compacted away.
+    arrival_order_limit: usize,
+    /// One bit per sequence number behind `next_expected` (index `seq & index_mask`):
+    /// set if it was delivered (or is queued in `ready`), clear if skipped.
+    delivered: Vec<u64>,
+    /// How many sequence numbers behind `next_expected` `delivered` describes
+    /// (grows from 0 at start up to `capacity`).
+    history_len: u32,
+    /// Packets that left the window (forced advance) or arrived late, waiting
+    /// for `poll_release`; always released before the window.
+    ready: VecDeque<Held<T>>,
+    /// Bound on `ready`; beyond it inserts are refused as `Backlogged`.
+    ready_limit: usize,
+    stats: ReorderStats,
+}
+
+impl<T> ReorderBuffer<T> {
+    /// A buffer expecting `first_expected` next; allocates all its memory now.
+    /// Sequence numbers before `first_expected` are rejected as too old.
+    pub fn new(config: ReorderConfig, first_expected: SeqNo) -> Self {
+        let capacity = config.effective_capacity();
+        // Room for one full window of forced-out packets plus as many late
+        // ones: enough for any caller that drains after each batch.
+        let ready_limit = 2 * capacity;
+        // Window packets plus the stale entries of up to one window more.
+        let arrival_order_limit = 2 * capacity;
+        ReorderBuffer {
+            max_hold: config.max_hold,
+            capacity: capacity as u32,
+            index_mask: capacity as u32 - 1,
+            next_expected: first_expected,
+            window: (0..capacity).map(|_| None).collect(),
+            window_len: 0,
+            arrival_order: VecDeque::with_capacity(arrival_order_limit),
+            arrival_order_limit,
+            delivered: vec![0; capacity.div_ceil(64)],
+            history_len: 0,
+            ready: VecDeque::with_capacity(ready_limit),
+            ready_limit,
+            stats: ReorderStats::default(),
+        }
+    }
+
+    /// Accepts a packet that arrived at `now` with sequence number `seq`.
+    ///
+    /// On rejection the packet is handed back inside [`Rejected`].
+    pub fn insert(&mut self, now: Instant, seq: SeqNo, item: T) -> Result<(), Rejected<T>> {
+        let ahead = self.next_expected.distance_to(seq);
+        if ahead < 0 {
+            return self.insert_behind(now, seq, item);
+        }
+        if ahead as u32 >= self.capacity {
+            // Conservative: every window packet might be forced out into `ready`.
+            if self.ready.len() + self.window_len > self.ready_limit {
+                return Err(self.reject(item, RejectReason::Backlogged));
+            }
+            self.force_advance(seq.sub(self.capacity - 1));
+        }
+        let index = self.index(seq);
+        if self.window[index].is_some() {
+            return Err(self.reject(item, RejectReason::Duplicate));
+        }
+        let kind = if seq == self.next_expected {
+            ReleaseKind::InOrder
+        } else {
+            ReleaseKind::AfterWait
+        };
+        self.window[index] = Some(Held {
+            seq,
+            arrived: now,
+            kind,
+            item,
+        });
+        self.window_len += 1;
+        self.record_arrival(seq);
+        Ok(())
+    }
+
+    /// The next packet to hand on, or `None` when the next expected one is
+    /// missing and its gap has not expired yet. Call until `None`.
+    pub fn poll_release(&mut self, now: Instant) -> Option<T> {
+        if let Some(held) = self.ready.pop_front() {
+            return Some(self.account_release(now, held));
+        }
+        if self.window_len == 0 {
+            return None;
+        }
+        if self.window[self.index(self.next_expected)].is_none() {
+            if now < self.poll_timeout()? {
+                return None;
+            }
+            self.skip_gap();
+        }
+        let index = self.index(self.next_expected);
+        let held = self.window[index].take()?;
+        self.window_len -= 1;
+        self.set_delivered(self.next_expected, true);
+        self.advance_release_point(1);
+        self.drop_stale_arrivals();
+        Some(self.account_release(now, held))
+    }
+
+    /// When the oldest packet held in the window stops waiting for its gap;
+    /// `None` when the window is empty. Meaningful after `poll_release`
+    /// returned `None`: call `poll_release` again at that instant.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let oldest = *self.arrival_order.front()?;
+        let held = self.window[self.index(oldest)].as_ref()?;
+        // An absurd max_hold that overflows Instant means "never".
+        held.arrived.checked_add(self.max_hold)
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> ReorderStats {
+        self.stats
+    }
+
+    /// Packets held: in the window plus released-but-not-yet-polled.
+    pub fn len(&self) -> usize {
+        self.window_len + self.ready.len()
+    }
+
+    /// True when no packet is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Lowest sequence number neither released nor skipped.
+    pub fn next_expected(&self) -> SeqNo {
+        self.next_expected
+    }
+
+    /// The window size in use (the configured capacity rounded up to a power of two).
+    pub fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// A packet behind the release point: late, duplicate or too old.
+    fn insert_behind(&mut self, now: Instant, seq: SeqNo, item: T) -> Result<(), Rejected<T>> {
+        let behind = self.next_expected.0.wrapping_sub(seq.0);
+        if behind > self.history_len {
+            return Err(self.reject(item, RejectReason::TooOld));
+        }
+        if self.is_delivered(seq) {
+            return Err(self.reject(item, RejectReason::Duplicate));
+        }
+        if self.ready.len() >= self.ready_limit {
+            return Err(self.reject(item, RejectReason::Backlogged));
+        }
+        self.set_delivered(seq, true);
+        self.ready.push_back(Held {
+            seq,
+            arrived: now,
+            kind: ReleaseKind::Late,
+            item,
+        });
+        Ok(())
+    }
+
+    /// Moves the release point to `new_start`, queueing the packets it passes
+    /// for release in order and skipping the sequence numbers it finds empty.
+    fn force_advance(&mut self, new_start: SeqNo) {
+        self.stats.forced_advances += 1;
+        let jump = self.next_expected.distance_to(new_start) as u32;
+        let scanned = jump.min(self.capacity);
+        let mut in_gap = false;
+        for _ in 0..scanned {
+            let seq = self.next_expected;
+            let index = self.index(seq);
+            match self.window[index].take() {
+                Some(held) => {
+                    self.window_len -= 1;
+                    self.set_delivered(seq, true);
+                    self.ready.push_back(held);
+                    in_gap = false;
+                }
+                None => {
+                    self.set_delivered(seq, false);
+                    self.stats.seqs_skipped += 1;
+                    if !in_gap {
+                        self.stats.gaps_skipped += 1;
+                        in_gap = true;
+                    }
+                }
+            }
+            self.next_expected = seq.next();
+        }
+        // Beyond one window nothing can be buffered: skip the rest in one go,
+        // clearing only the history bits that stay within reach.
+        let unscanned = jump - scanned;
+        if unscanned > 0 {
+            self.stats.seqs_skipped += u64::from(unscanned);
+            if !in_gap {
+                self.stats.gaps_skipped += 1;
+            }
+            let remembered = unscanned.min(self.capacity);
+            for offset in unscanned - remembered..unscanned {
+                self.set_delivered(self.next_expected.add(offset), false);
+            }
+            self.next_expected = self.next_expected.add(unscanned);
+        }
+        self.history_len = self.history_len.saturating_add(jump).min(self.capacity);
+        self.drop_stale_arrivals();
+    }
+
+    /// Gives up on the missing sequence numbers at the release point.
+    /// The window must hold at least one packet.
+    fn skip_gap(&mut self) {
+        let mut skipped = 0;
+        while self.window[self.index(self.next_expected)].is_none() {
+            self.set_delivered(self.next_expected, false);
+            self.advance_release_point(1);
+            skipped += 1;
+        }
+        self.stats.gaps_skipped += 1;
+        self.stats.seqs_skipped += skipped;
+    }
+
+    fn advance_release_point(&mut self, count: u32) {
+        self.next_expected = self.next_expected.add(count);
+        self.history_len = self.history_len.saturating_add(count).min(self.capacity);
+    }
+
+    fn record_arrival(&mut self, seq: SeqNo) {
+        if self.arrival_order.len() >= self.arrival_order_limit {
+            let (window, mask) = (&self.window, self.index_mask);
+            self.arrival_order
+                .retain(|&queued| holds(window, mask, queued));
+        }
+        self.arrival_order.push_back(seq);
+    }
+
+    /// Restores the invariant that the front of `arrival_order` is in the window.
+    fn drop_stale_arrivals(&mut self) {
+        while let Some(&oldest) = self.arrival_order.front() {
+            if holds(&self.window, self.index_mask, oldest) {
+                break;
+            }
+            self.arrival_order.pop_front();
+        }
+    }
+
+    fn account_release(&mut self, now: Instant, held: Held<T>) -> T {
+        let hold = now.saturating_duration_since(held.arrived);
+        self.stats.max_hold = self.stats.max_hold.max(hold);
+        self.stats.total_hold = self.stats.total_hold.saturating_add(hold);
+        match held.kind {
+            ReleaseKind::InOrder => self.stats.released_in_order += 1,
+            ReleaseKind::AfterWait => self.stats.released_after_wait += 1,
+            ReleaseKind::Late => self.stats.released_late += 1,
+        }
+        held.item
+    }
+
+    fn reject(&mut self, item: T, reason: RejectReason) -> Rejected<T> {
+        match reason {
+            RejectReason::Duplicate => self.stats.duplicates += 1,
+            RejectReason::TooOld => self.stats.too_old += 1,
+            RejectReason::Backlogged => self.stats.backlogged += 1,
+        }
+        Rejected { item, reason }
+    }
+
+    fn index(&self, seq: SeqNo) -> usize {
+        (seq.0 & self.index_mask) as usize
+    }
+
+    fn is_delivered(&self, seq: SeqNo) -> bool {
+        let index = self.index(seq);
+        self.delivered[index / 64] & (1 << (index % 64)) != 0
+    }
+
+    fn set_delivered(&mut self, seq: SeqNo, delivered: bool) {
+        let index = self.index(seq);
+        let bit = 1u64 << (index % 64);
+        if delivered {
+            self.delivered[index / 64] |= bit;
+        } else {
+            self.delivered[index / 64] &= !bit;
+        }
+    }
+}
+
+/// True when the window slot of `seq` holds that very packet.
+fn holds<T>(window: &[Option<Held<T>>], index_mask: u32, seq: SeqNo) -> bool {
+    window[(seq.0 & index_mask) as usize]
+        .as_ref()
+        .is_some_and(|held| held.seq == seq)
+}

@@ -1,0 +1,596 @@
+//! Reorder buffer tests on a simulated clock. Every scenario runs at several
+//! starting sequence numbers so that it also crosses the u32 wrap.
+
+use std::collections::{HashMap, HashSet};
+
+use proptest::prelude::*;
+
+use super::*;
+
+const MAX_HOLD: Duration = Duration::from_millis(50);
+const NANOSECOND: Duration = Duration::from_nanos(1);
+
+/// 0: no wrap. The others wrap after 1, 4 and 16 packets.
+const BASES: [u32; 4] = [0, u32::MAX, u32::MAX - 3, 0xFFFF_FFF0];
+
+/// A buffer whose payload is the packet's own sequence number, addressed by
+/// offsets from `base` and milliseconds from `t0`.
+struct Harness {
+    t0: Instant,
+    base: u32,
+    buffer: ReorderBuffer<SeqNo>,
+}
+
+impl Harness {
+    fn new(base: u32, capacity: usize) -> Self {
+        let config = ReorderConfig {
+            max_hold: MAX_HOLD,
+            capacity,
+        };
+        Harness {
+            t0: Instant::now(),
+            base,
+            buffer: ReorderBuffer::new(config, SeqNo(base)),
+        }
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.t0 + Duration::from_millis(ms)
+    }
+
+    fn seq(&self, offset: u32) -> SeqNo {
+        SeqNo(self.base).add(offset)
+    }
+
+    /// Inserts the packet `offset` (may be "negative" via wrapping) at `ms`.
+    fn insert(&mut self, ms: u64, offset: u32) -> Result<(), RejectReason> {
+        let (now, seq) = (self.at(ms), self.seq(offset));
+        self.buffer.insert(now, seq, seq).map_err(|rejected| {
+            assert_eq!(rejected.item, seq, "a rejected packet is handed back");
+            rejected.reason
+        })
+    }
+
+    fn insert_ok(&mut self, ms: u64, offsets: &[u32]) {
+        for &offset in offsets {
+            assert_eq!(self.insert(ms, offset), Ok(()), "insert offset {offset}");
+        }
+    }
+
+    /// Drains `poll_release` at `now`, as offsets from `base`.
+    fn release_at(&mut self, now: Instant) -> Vec<u32> {
+        std::iter::from_fn(|| self.buffer.poll_release(now))
+            .map(|seq| seq.0.wrapping_sub(self.base))
+            .collect()
+    }
+
+    fn release(&mut self, ms: u64) -> Vec<u32> {
+        self.release_at(self.at(ms))
+    }
+
+    fn stats(&self) -> ReorderStats {
+        self.buffer.stats()
+    }
+}
+
+#[test]
+fn in_order_packets_are_released_immediately() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        for offset in 0..20 {
+            h.insert_ok(u64::from(offset), &[offset]);
+            assert_eq!(h.release(u64::from(offset)), [offset], "base {base:#x}");
+            assert_eq!(h.buffer.poll_timeout(), None);
+        }
+        assert!(h.buffer.is_empty());
+        assert_eq!(h.buffer.next_expected(), h.seq(20));
+        assert_eq!(
+            h.stats(),
+            ReorderStats {
+                released_in_order: 20,
+                ..ReorderStats::default()
+            }
+        );
+    }
+}
+
+#[test]
+fn gap_filled_before_the_deadline_releases_everything_in_order() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        h.insert_ok(0, &[0]);
+        assert_eq!(h.release(0), [0]);
+        h.insert_ok(1, &[2]);
+        h.insert_ok(2, &[3]);
+        assert_eq!(h.release(2), Vec::<u32>::new(), "held behind the gap at 1");
+        assert_eq!(h.buffer.len(), 2);
+        assert_eq!(h.buffer.poll_timeout(), Some(h.at(1) + MAX_HOLD));
+        h.insert_ok(10, &[1]);
+        assert_eq!(h.release(10), [1, 2, 3]);
+        assert_eq!(h.buffer.poll_timeout(), None);
+        let stats = h.stats();
+        assert_eq!(stats.released_in_order, 2);
+        assert_eq!(stats.released_after_wait, 2);
+        assert_eq!((stats.gaps_skipped, stats.seqs_skipped), (0, 0));
+        assert_eq!(stats.max_hold, Duration::from_millis(9));
+        assert_eq!(stats.total_hold, Duration::from_millis(9 + 8));
+    }
+}
+
+#[test]
+fn gap_is_skipped_exactly_at_the_deadline() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        h.insert_ok(0, &[1]);
+        h.insert_ok(5, &[2]);
+        h.insert_ok(7, &[5]);
+        let deadline = h.buffer.poll_timeout().expect("a gap is held");
+        assert_eq!(
+            deadline,
+            h.at(0) + MAX_HOLD,
+            "measured from the oldest held packet"
+        );
+        assert_eq!(h.release_at(deadline - NANOSECOND), Vec::<u32>::new());
+        assert_eq!(h.release_at(deadline), [1, 2]);
+
+        // The next gap (3, 4) is timed from packet 5's arrival.
+        let deadline = h.buffer.poll_timeout().expect("second gap is held");
+        assert_eq!(deadline, h.at(7) + MAX_HOLD);
+        assert_eq!(h.release_at(deadline - NANOSECOND), Vec::<u32>::new());
+        assert_eq!(h.release_at(deadline), [5]);
+        assert_eq!(h.buffer.poll_timeout(), None);
+        assert_eq!(h.buffer.next_expected(), h.seq(6));
+
+        let stats = h.stats();
+        assert_eq!(stats.released_after_wait, 3);
+        assert_eq!(stats.gaps_skipped, 2);
+        assert_eq!(stats.seqs_skipped, 3);
+        assert_eq!(stats.max_hold, MAX_HOLD);
+        assert_eq!(
+            stats.total_hold,
+            MAX_HOLD + Duration::from_millis(45) + MAX_HOLD
+        );
+    }
+}
+
+#[test]
+fn duplicates_of_buffered_and_released_packets_are_rejected() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        h.insert_ok(0, &[2]);
+        assert_eq!(
+            h.insert(1, 2),
+            Err(RejectReason::Duplicate),
+            "still buffered"
+        );
+        h.insert_ok(2, &[0]);
+        assert_eq!(h.release(2), [0]);
+        assert_eq!(
+            h.insert(3, 0),
+            Err(RejectReason::Duplicate),
+            "already released"
+        );
+        h.insert_ok(4, &[1]);
+        assert_eq!(h.release(4), [1, 2]);
+        assert_eq!(
+            h.insert(5, 2),
+            Err(RejectReason::Duplicate),
+            "released after a wait"
+        );
+        assert_eq!(h.release(100), Vec::<u32>::new());
+        let stats = h.stats();
+        assert_eq!(stats.duplicates, 3);
+        assert_eq!(stats.released(), 3);
+    }
+}
+
+#[test]
+fn late_packet_after_a_skip_is_released_once() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        h.insert_ok(0, &[1]);
+        assert_eq!(h.release(50), [1], "0 skipped at the deadline");
+        h.insert_ok(60, &[0]);
+        assert_eq!(
+            h.insert(61, 0),
+            Err(RejectReason::Duplicate),
+            "copy of a queued late packet"
+        );
+        assert_eq!(h.buffer.len(), 1);
+        assert_eq!(h.release(62), [0]);
+        assert_eq!(
+            h.insert(63, 0),
+            Err(RejectReason::Duplicate),
+            "copy of a released late packet"
+        );
+        // In-order traffic continues after the late one.
+        h.insert_ok(64, &[2]);
+        assert_eq!(h.release(64), [2]);
+
+        let stats = h.stats();
+        assert_eq!(stats.released_late, 1);
+        assert_eq!(stats.released_after_wait, 1);
+        assert_eq!(stats.released_in_order, 1);
+        assert_eq!((stats.gaps_skipped, stats.seqs_skipped), (1, 1));
+        assert_eq!(stats.duplicates, 2);
+        assert_eq!(stats.max_hold, MAX_HOLD);
+    }
+}
+
+#[test]
+fn packets_behind_the_remembered_horizon_are_too_old() {
+    for base in BASES {
+        let mut h = Harness::new(base, 8);
+        assert_eq!(
+            h.insert(0, u32::MAX),
+            Err(RejectReason::TooOld),
+            "before the first seq"
+        );
+        for offset in 0..20 {
+            h.insert_ok(0, &[offset]);
+            assert_eq!(h.release(0), [offset]);
+        }
+        // 8 sequence numbers behind 20 are remembered: 12..20.
+        assert_eq!(h.insert(1, 12), Err(RejectReason::Duplicate));
+        assert_eq!(h.insert(1, 11), Err(RejectReason::TooOld));
+        assert_eq!(h.insert(1, 0), Err(RejectReason::TooOld));
+        let stats = h.stats();
+        assert_eq!((stats.too_old, stats.duplicates), (3, 1));
+    }
+}
+
+#[test]
+fn skipped_packet_arriving_beyond_the_horizon_is_too_old() {
+    for base in BASES {
+        let mut h = Harness::new(base, 4);
+        h.insert_ok(0, &[1]);
+        assert_eq!(h.release(50), [1]);
+        for offset in 2..6 {
+            h.insert_ok(51, &[offset]);
+        }
+        assert_eq!(h.release(51), [2, 3, 4, 5]);
+        // Remembered: 2..6; the skipped 0 and the delivered 1 are gone.
+        assert_eq!(h.insert(52, 0), Err(RejectReason::TooOld));
+        assert_eq!(h.insert(52, 1), Err(RejectReason::TooOld));
+        assert_eq!(h.stats().too_old, 2);
+    }
+}
+
+#[test]
+fn packet_far_ahead_forces_the_window_forward() {
+    for base in BASES {
+        let mut h = Harness::new(base, 8);
+        h.insert_ok(0, &[1, 2, 4]);
+        h.insert_ok(1, &[9]); // 9 >= 0 + 8: window becomes 2..10
+        assert_eq!(h.buffer.next_expected(), h.seq(2));
+        assert_eq!(
+            h.release(1),
+            [1, 2],
+            "0 skipped, 1 forced out, 2 now in order"
+        );
+        let stats = h.stats();
+        assert_eq!(stats.forced_advances, 1);
+        assert_eq!((stats.gaps_skipped, stats.seqs_skipped), (1, 1));
+
+        // The rest keep normal hold rules: 4 waits for 3 from its own arrival.
+        assert_eq!(h.buffer.poll_timeout(), Some(h.at(0) + MAX_HOLD));
+        assert_eq!(h.release(50), [4]);
+        assert_eq!(h.buffer.poll_timeout(), Some(h.at(1) + MAX_HOLD));
+        assert_eq!(h.release(51), [9]);
+        let stats = h.stats();
+        assert_eq!((stats.gaps_skipped, stats.seqs_skipped), (3, 1 + 1 + 4));
+        assert_eq!(
+            stats.released_after_wait, 4,
+            "1, 2, 4 and 9 all arrived behind a gap"
+        );
+    }
+}
+
+#[test]
+fn jump_of_many_windows_skips_everything_and_keeps_the_horizon() {
+    for base in BASES {
+        let mut h = Harness::new(base, 8);
+        h.insert_ok(0, &[0]);
+        assert_eq!(h.release(0), [0]);
+        h.insert_ok(1, &[3, 5]);
+        h.insert_ok(2, &[100]); // window becomes 93..101
+        assert_eq!(h.buffer.next_expected(), h.seq(93));
+        assert_eq!(h.release(2), [3, 5]);
+        let stats = h.stats();
+        assert_eq!(stats.forced_advances, 1);
+        // Gaps: 1..3, 4, 6..93. Skipped: 2 + 1 + 87.
+        assert_eq!((stats.gaps_skipped, stats.seqs_skipped), (3, 90));
+
+        // Horizon is 85..93, all skipped: late packets are still welcome.
+        h.insert_ok(3, &[92, 85]);
+        assert_eq!(h.insert(3, 84), Err(RejectReason::TooOld));
+        assert_eq!(h.release(3), [92, 85]);
+        assert_eq!(h.stats().released_late, 2);
+        h.insert_ok(4, &[93]);
+        assert_eq!(h.release(4), [93]);
+        assert_eq!(h.buffer.poll_timeout(), Some(h.at(2) + MAX_HOLD));
+        assert_eq!(h.release(52), [100]);
+    }
+}
+
+#[test]
+fn capacity_is_rounded_up_to_a_power_of_two() {
+    let capacity = |requested| {
+        let config = ReorderConfig {
+            max_hold: MAX_HOLD,
+            capacity: requested,
+        };
+        ReorderBuffer::<()>::new(config, SeqNo(0)).capacity()
+    };
+    assert_eq!(capacity(0), 1);
+    assert_eq!(capacity(1), 1);
+    assert_eq!(capacity(5), 8);
+    assert_eq!(capacity(1024), 1024);
+    assert_eq!(capacity(usize::MAX), MAX_REORDER_CAPACITY);
+}
+
+#[test]
+fn capacity_one_never_waits_and_remembers_one_seq() {
+    for base in BASES {
+        let mut h = Harness::new(base, 1);
+        h.insert_ok(0, &[0]);
+        assert_eq!(h.release(0), [0]);
+        h.insert_ok(1, &[2]);
+        assert_eq!(
+            h.buffer.next_expected(),
+            h.seq(2),
+            "1 skipped by the forced advance"
+        );
+        h.insert_ok(1, &[1]);
+        assert_eq!(
+            h.release(1),
+            [1, 2],
+            "the late packet is queued ahead of the window"
+        );
+        // One sequence number of history: 1 is now beyond it.
+        assert_eq!(h.insert(2, 1), Err(RejectReason::TooOld));
+        let stats = h.stats();
+        assert_eq!(stats.forced_advances, 1);
+        assert_eq!(stats.released_late, 1);
+        assert_eq!(stats.max_hold, Duration::ZERO);
+    }
+}
+
+#[test]
+fn undrained_buffer_refuses_instead_of_growing() {
+    for base in BASES {
+        let mut h = Harness::new(base, 2);
+        // Never polled: every insert from 2 on forces one packet into the
+        // release queue, whose bound is 2 * capacity.
+        h.insert_ok(0, &[0, 1, 2, 3, 4]);
+        assert_eq!(h.insert(0, 5), Err(RejectReason::Backlogged));
+        assert_eq!(h.stats().backlogged, 1);
+        assert_eq!(h.release(0), [0, 1, 2, 3, 4]);
+        h.insert_ok(0, &[5]);
+        assert_eq!(h.release(0), [5]);
+    }
+}
+
+#[test]
+fn raw_sequence_numbers_cross_the_wrap_in_order() {
+    let t0 = Instant::now();
+    let config = ReorderConfig {
+        max_hold: MAX_HOLD,
+        capacity: 8,
+    };
+    let mut buffer = ReorderBuffer::new(config, SeqNo(0xFFFF_FFFE));
+    for raw in [1u32, 0xFFFF_FFFF, 0, 0xFFFF_FFFE] {
+        buffer.insert(t0, SeqNo(raw), raw).unwrap();
+    }
+    let released: Vec<u32> = std::iter::from_fn(|| buffer.poll_release(t0)).collect();
+    assert_eq!(released, [0xFFFF_FFFE, 0xFFFF_FFFF, 0, 1]);
+    assert_eq!(buffer.next_expected(), SeqNo(2));
+}
+
+/// One arrival of the property test: which packet and when.
+#[derive(Clone, Debug)]
+struct Arrival {
+    offset: u32,
+    at_ms: u64,
+}
+
+fn arrivals(window: u32) -> impl Strategy<Value = Vec<Arrival>> {
+    // Each packet of the window arrives 0, 1 or 2 times, at arbitrary times.
+    prop::collection::vec(prop::collection::vec(0..300u64, 0..=2), window as usize).prop_map(
+        |times_per_packet| {
+            let mut arrivals: Vec<Arrival> = times_per_packet
+                .into_iter()
+                .enumerate()
+                .flat_map(|(offset, times)| {
+                    times.into_iter().map(move |at_ms| Arrival {
+                        offset: offset as u32,
+                        at_ms,
+                    })
+                })
+                .collect();
+            arrivals.sort_by_key(|arrival| arrival.at_ms);
+            arrivals
+        },
+    )
+}
+
+fn scenario() -> impl Strategy<Value = (u32, usize, u64, Vec<Arrival>)> {
+    let base = prop_oneof![Just(0u32), Just(0xFFFF_FFF0), any::<u32>()];
+    let capacity = prop_oneof![Just(1usize), Just(4), Just(16), Just(64)];
+    (base, capacity, 0..100u64, 1..48u32).prop_flat_map(|(base, capacity, max_hold_ms, window)| {
+        (
+            Just(base),
+            Just(capacity),
+            Just(max_hold_ms),
+            arrivals(window),
+        )
+    })
+}
+
+/// What happened to one packet during a property-test run.
+#[derive(Default)]
+struct Fate {
+    first_accepted_at: Option<Instant>,
+    releases: u32,
+    released_late: bool,
+}
+
+/// Drives a buffer like the daemon does and records every packet's fate.
+struct Run {
+    base: u32,
+    buffer: ReorderBuffer<SeqNo>,
+    fates: HashMap<u32, Fate>,
+    last_in_order: Option<u32>,
+    duplicates: u64,
+    too_old: u64,
+}
+
+impl Run {
+    /// Calls `poll_release` at `now` until `None`, checking order.
+    fn drain(&mut self, now: Instant) -> Result<usize, TestCaseError> {
+        let mut count = 0;
+        loop {
+            let late_before = self.buffer.stats().released_late;
+            let Some(seq) = self.buffer.poll_release(now) else {
+                return Ok(count);
+            };
+            count += 1;
+            let offset = seq.0.wrapping_sub(self.base);
+            let fate = self.fates.entry(offset).or_default();
+            fate.releases += 1;
+            prop_assert_eq!(fate.releases, 1, "offset {} released twice", offset);
+            fate.released_late = self.buffer.stats().released_late > late_before;
+            if !fate.released_late {
+                if let Some(previous) = self.last_in_order {
+                    prop_assert!(previous < offset, "{} released after {}", offset, previous);
+                }
+                self.last_in_order = Some(offset);
+            }
+        }
+    }
+
+    /// Fires every gap deadline up to `until`, as the daemon's timer would.
+    fn fire_timers(&mut self, until: Instant) -> Result<(), TestCaseError> {
+        while let Some(deadline) = self.buffer.poll_timeout() {
+            if deadline > until {
+                break;
+            }
+            prop_assert!(self.drain(deadline)? > 0, "a due deadline releases");
+        }
+        Ok(())
+    }
+
+    fn arrive(&mut self, now: Instant, offset: u32) -> Result<(), TestCaseError> {
+        self.fire_timers(now)?;
+        let seq = SeqNo(self.base).add(offset);
+        match self.buffer.insert(now, seq, seq) {
+            Ok(()) => {
+                let fate = self.fates.entry(offset).or_default();
+                prop_assert!(fate.first_accepted_at.is_none(), "accepted twice");
+                fate.first_accepted_at = Some(now);
+            }
+            Err(Rejected { item, reason }) => {
+                prop_assert_eq!(item, seq);
+                match reason {
+                    RejectReason::Duplicate => {
+                        self.duplicates += 1;
+                        let accepted = self
+                            .fates
+                            .get(&offset)
+                            .is_some_and(|fate| fate.first_accepted_at.is_some());
+                        prop_assert!(accepted, "duplicate of a packet never accepted");
+                    }
+                    RejectReason::TooOld => self.too_old += 1,
+                    RejectReason::Backlogged => {
+                        prop_assert!(false, "backlogged although drained after each insert")
+                    }
+                }
+            }
+        }
+        self.drain(now)?;
+        Ok(())
+    }
+}
+
+fn check_scenario(
+    base: u32,
+    capacity: usize,
+    max_hold: Duration,
+    arrivals: &[Arrival],
+) -> Result<(), TestCaseError> {
+    let t0 = Instant::now();
+    let config = ReorderConfig { max_hold, capacity };
+    let mut run = Run {
+        base,
+        buffer: ReorderBuffer::new(config, SeqNo(base)),
+        fates: HashMap::new(),
+        last_in_order: None,
+        duplicates: 0,
+        too_old: 0,
+    };
+    for arrival in arrivals {
+        run.arrive(t0 + Duration::from_millis(arrival.at_ms), arrival.offset)?;
+    }
+    run.fire_timers(t0 + Duration::from_secs(3600))?;
+    prop_assert!(run.buffer.is_empty());
+
+    // Nothing accepted is lost, nothing unaccepted appears.
+    for (offset, fate) in &run.fates {
+        let expected = u32::from(fate.first_accepted_at.is_some());
+        prop_assert_eq!(fate.releases, expected, "offset {}", offset);
+    }
+    let stats = run.buffer.stats();
+    let accepted: Vec<(u32, Instant)> = run
+        .fates
+        .iter()
+        .filter_map(|(&offset, fate)| fate.first_accepted_at.map(|at| (offset, at)))
+        .collect();
+    prop_assert_eq!(stats.released() as usize, accepted.len());
+    let late = run.fates.values().filter(|fate| fate.released_late).count();
+    prop_assert_eq!(stats.released_late as usize, late);
+    prop_assert_eq!(stats.duplicates, run.duplicates);
+    prop_assert_eq!(stats.too_old, run.too_old);
+    prop_assert!(
+        stats.max_hold <= max_hold,
+        "held {:?} > {:?}",
+        stats.max_hold,
+        max_hold
+    );
+
+    let window = arrivals.iter().map(|a| a.offset + 1).max().unwrap_or(0);
+    if run.buffer.capacity() >= window as usize {
+        // Everything fits: every arrival is accepted once or recognised as a copy.
+        prop_assert_eq!(stats.forced_advances, 0);
+        prop_assert_eq!(run.too_old, 0);
+        let unique: HashSet<u32> = arrivals.iter().map(|a| a.offset).collect();
+        prop_assert_eq!(accepted.len(), unique.len());
+        prop_assert_eq!(run.duplicates as usize, arrivals.len() - unique.len());
+        // Only timeouts skip: a packet released late arrived after some later
+        // packet had already waited `max_hold` for it. So any packet that
+        // arrived before its gap's deadline was released in order.
+        for (offset, fate) in &run.fates {
+            if !fate.released_late {
+                continue;
+            }
+            let arrived = fate.first_accepted_at.expect("released means accepted");
+            let deadline_passed = accepted
+                .iter()
+                .any(|&(other, at)| other > *offset && at + max_hold <= arrived);
+            prop_assert!(
+                deadline_passed,
+                "offset {} skipped before its deadline",
+                offset
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn releases_each_accepted_packet_once_and_in_order(
+        (base, capacity, max_hold_ms, arrivals) in scenario()
+    ) {
+        check_scenario(base, capacity, Duration::from_millis(max_hold_ms), &arrivals)?;
+    }
+}

@@ -1,0 +1,179 @@
+"""Run a pair of mptund daemons (client and server) in namespaces, for tests, the demo
+and benchmarks: keys, configuration files, start, wait for the session, stop with the
+final per-path counters.
+
+The namespaces and uplinks come from the caller: `direct_topology` below joins client
+and server with one veth pair per path; `topology.Topology` puts the link emulator in
+between. Both use the same addressing plan:
+
+    client up<i> 198.18.<i>.2/24  ---  server p<i> 198.18.<i>.1/24   (path i = 1..N)
+    server public address 198.18.0.1/32 on lo, reachable over every uplink
+    tunnel: client 198.18.100.2/24, server 198.18.100.1/24
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from netns import Netns, Testbed
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SERVER_PUBLIC_ADDR = "198.18.0.1"
+SERVER_PORT = 51900
+CLIENT_TUN_ADDR = "198.18.100.2"
+SERVER_TUN_ADDR = "198.18.100.1"
+# Unique local IPv6 inside the namespaces only, to carry inner IPv6 as well.
+CLIENT_TUN_ADDR6 = "fdd8:6d70:7475::2"
+SERVER_TUN_ADDR6 = "fdd8:6d70:7475::1"
+
+
+def mptund_binary() -> Path:
+    """$MPTUND_BIN, else the workspace's release build."""
+    candidate = Path(os.environ.get("MPTUND_BIN", REPO_ROOT / "target" / "release" / "mptund"))
+    if not candidate.is_file():
+        raise FileNotFoundError(f"mptund binary not found at {candidate}: run "
+                                "`cargo build --release -p mptund` or set MPTUND_BIN")
+    return candidate
+
+
+def direct_topology(bed: Testbed, paths: int) -> tuple[Netns, Netns, list[str]]:
+    """Client and server namespaces joined by `paths` veth pairs; returns the client's
+    uplink interface names."""
+    client = bed.netns("client")
+    server = bed.netns("server")
+    server.run("ip", "addr", "add", f"{SERVER_PUBLIC_ADDR}/32", "dev", "lo")
+    # Replies to an uplink come from the public address, which the client routes via
+    # another uplink too: reverse-path filtering must be loose.
+    for ns in (client, server):
+        ns.sysctl("net.ipv4.conf.all.rp_filter", "2")
+        ns.sysctl("net.ipv4.conf.default.rp_filter", "2")
+    uplinks = []
+    for i in range(1, paths + 1):
+        up, down = f"up{i}", f"p{i}"
+        bed.veth(client, up, server, down)
+        client.addr(up, f"198.18.{i}.2/24")
+        server.addr(down, f"198.18.{i}.1/24")
+        client.run("ip", "route", "add", f"{SERVER_PUBLIC_ADDR}/32", "via", f"198.18.{i}.1",
+                   "dev", up, "metric", str(i))
+        uplinks.append(up)
+    return client, server, uplinks
+
+
+@dataclass
+class DaemonPair:
+    """Client and server daemons with generated keys and configuration files."""
+
+    bed: Testbed
+    client_ns: Netns
+    server_ns: Netns
+    uplinks: list[str]
+    scheduler: str = "round-robin"
+    hold_ms: int = 100
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mptund-")))
+    log_level: str = "info"
+
+    def __post_init__(self):
+        self.binary = mptund_binary()
+        self.client_proc: subprocess.Popen | None = None
+        self.server_proc: subprocess.Popen | None = None
+
+    def _key_pair(self, name: str) -> str:
+        private = subprocess.run([self.binary, "genkey"], check=True, capture_output=True,
+                                 text=True).stdout
+        key_file = self.workdir / f"{name}.key"
+        key_file.write_text(private)
+        key_file.chmod(0o600)
+        return subprocess.run([self.binary, "pubkey"], input=private, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    def write_configs(self) -> tuple[Path, Path]:
+        client_pub = self._key_pair("client")
+        server_pub = self._key_pair("server")
+        paths = "".join(
+            f'\n[[path]]\nname = "{uplink}"\ninterface = "{uplink}"\n' for uplink in self.uplinks)
+        common = (f'\n[scheduler]\nname = "{self.scheduler}"\n'
+                  f"\n[reorder]\nhold_ms = {self.hold_ms}\n"
+                  "\n[log]\nstats_interval_ms = 5000\n")
+        client = self.workdir / "client.toml"
+        client.write_text(
+            'mode = "client"\nprivate_key_file = "client.key"\n'
+            f'\n[tun]\nname = "mpt0"\naddresses = ["{CLIENT_TUN_ADDR}/24", "{CLIENT_TUN_ADDR6}/64"]\n'
+            f'\n[server]\nendpoint = "{SERVER_PUBLIC_ADDR}:{SERVER_PORT}"\npublic_key = "{server_pub}"\n'
+            + paths + common)
+        server = self.workdir / "server.toml"
+        server.write_text(
+            f'mode = "server"\nprivate_key_file = "server.key"\nlisten = "0.0.0.0:{SERVER_PORT}"\n'
+            f'\n[tun]\nname = "mpt0"\naddresses = ["{SERVER_TUN_ADDR}/24", "{SERVER_TUN_ADDR6}/64"]\n'
+            f'\n[[peer]]\nname = "client"\npublic_key = "{client_pub}"\n'
+            f'allowed_ips = ["{CLIENT_TUN_ADDR}/32", "{CLIENT_TUN_ADDR6}/128"]\n'
+            + common)
+        return client, server
+
+    def start(self, timeout: float = 15.0) -> None:
+        client_config, server_config = self.write_configs()
+        env = {**os.environ, "MPTUND_LOG": self.log_level}
+        self.server_log = open(self.workdir / "server.log", "w")
+        self.client_log = open(self.workdir / "client.log", "w")
+        self.server_proc = self.server_ns.popen(
+            self.binary, "run", "--config", server_config,
+            "--stats-file", self.workdir / "server-stats.json",
+            stdout=self.server_log, stderr=subprocess.STDOUT, env=env)
+        self.client_proc = self.client_ns.popen(
+            self.binary, "run", "--config", client_config,
+            "--stats-file", self.workdir / "client-stats.json",
+            stdout=self.client_log, stderr=subprocess.STDOUT, env=env)
+        self.wait_established(timeout)
+
+    def wait_established(self, timeout: float) -> None:
+        """Until a ping crosses the tunnel (both TUNs up, handshake done)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for proc, name in ((self.server_proc, "server"), (self.client_proc, "client")):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"mptund {name} exited with {proc.returncode}:\n"
+                                       + self.log(name))
+            ping = self.client_ns.run("ping", "-c1", "-W1", SERVER_TUN_ADDR, check=False,
+                                      capture=True)
+            if ping.returncode == 0:
+                return
+        raise TimeoutError(f"tunnel not up after {timeout}s\nclient log:\n{self.log('client')}"
+                           f"\nserver log:\n{self.log('server')}")
+
+    def log(self, name: str) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text() if path.exists() else ""
+
+    def running(self) -> bool:
+        return all(p is not None and p.poll() is None for p in (self.client_proc, self.server_proc))
+
+    def stop(self) -> tuple[dict, dict]:
+        """SIGTERM both daemons (client first, so it can say goodbye) and return their
+        final reports (`--stats-file`)."""
+        codes = {}
+        for name, proc in (("client", self.client_proc), ("server", self.server_proc)):
+            if proc is not None:
+                codes[name] = self.bed.stop_process(proc)
+        for handle in (self.client_log, self.server_log):
+            handle.close()
+        for name, code in codes.items():
+            if code != 0:
+                raise RuntimeError(f"mptund {name} exited with {code}:\n{self.log(name)}")
+        return (json.loads((self.workdir / "client-stats.json").read_text()),
+                json.loads((self.workdir / "server-stats.json").read_text()))
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """User+system CPU time so far of each daemon (from /proc, in seconds)."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        result = {}
+        for name, proc in (("client", self.client_proc), ("server", self.server_proc)):
+            # `ip netns exec` execs the command, so the PID is the daemon's own.
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            result[name] = (int(fields[11]) + int(fields[12])) / ticks
+        return result
+
