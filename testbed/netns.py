@@ -94,6 +94,8 @@ class Netns:
 class Testbed:
     """A set of namespaces and processes that lives exactly as long as this object."""
 
+    __test__ = False  # not a pytest test class despite the name
+
     def __init__(self, prefix: str | None = None):
         self.prefix = prefix or unique_prefix()
         self._namespaces: list[Netns] = []

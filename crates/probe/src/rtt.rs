@@ -43,7 +43,7 @@ impl RttEstimator {
             }
             // RFC 6298 2.3: RTTVAR first, from the old SRTT; then SRTT.
             Some(smoothed) => {
-                let deviation = abs_diff(smoothed, rtt);
+                let deviation = smoothed.abs_diff(rtt);
                 self.variance =
                     (self.variance * (BETA_DENOMINATOR - 1) + deviation) / BETA_DENOMINATOR;
                 self.smoothed =
@@ -76,14 +76,6 @@ impl RttEstimator {
     pub fn rto(&self) -> Option<Duration> {
         self.smoothed
             .map(|smoothed| smoothed + (self.variance * RTO_VARIANCE_FACTOR).max(RTO_GRANULARITY))
-    }
-}
-
-fn abs_diff(a: Duration, b: Duration) -> Duration {
-    if a > b {
-        a - b
-    } else {
-        b - a
     }
 }
 

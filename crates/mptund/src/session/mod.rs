@@ -144,6 +144,8 @@ pub struct Session {
     next_ping_id: u32,
     /// The peer said it is going away.
     pub peer_closed: bool,
+    /// When the server saw the peer's goodbye.
+    pub closed_at: Option<Instant>,
 }
 
 impl Session {
@@ -177,6 +179,7 @@ impl Session {
             sends_keepalives,
             next_ping_id: 0,
             peer_closed: false,
+            closed_at: None,
         }
     }
 

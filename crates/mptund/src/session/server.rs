@@ -18,6 +18,10 @@ use crate::handshake::Responder;
 use crate::keys::{PrivateKey, PublicKey};
 use crate::wire::{self, PacketType, SessionId, TransportHeader, HANDSHAKE_RESPONSE_LEN};
 
+/// How long a closed session still accepts the copies of the client's goodbye and
+/// packets still in flight on slower paths.
+const CLOSE_LINGER: Duration = Duration::from_secs(2);
+
 #[derive(Clone, Debug)]
 pub struct PeerSettings {
     pub name: String,
@@ -67,7 +71,7 @@ impl ServerCore {
             .enumerate()
             .flat_map(|(peer, settings)| settings.allowed_ips.iter().map(move |net| (*net, peer)))
             .collect();
-        routes.sort_by(|a, b| b.0.prefix_len.cmp(&a.0.prefix_len));
+        routes.sort_by_key(|(net, _)| std::cmp::Reverse(net.prefix_len));
         Self {
             responder: Responder::new(&settings.private_key),
             peers: settings
@@ -226,6 +230,18 @@ impl ServerCore {
         }
     }
 
+    fn expiry(&self, session: &Session) -> Instant {
+        Self::expiry_of(session, self.session_idle_timeout)
+    }
+
+    /// A closed session lingers briefly; an open one until it has been idle too long.
+    fn expiry_of(session: &Session, idle_timeout: Duration) -> Instant {
+        match session.closed_at {
+            Some(closed) => closed + CLOSE_LINGER,
+            None => session.last_received + idle_timeout,
+        }
+    }
+
     fn route(&self, destination: std::net::IpAddr) -> Option<usize> {
         self.routes
             .iter()
@@ -345,9 +361,11 @@ impl Engine for ServerCore {
                         out,
                     );
                     self.pool.recycle(packet);
-                    if session.peer_closed {
-                        let id = session.local_id;
-                        self.remove_session(now, id, "the client closed it");
+                    if session.peer_closed && session.closed_at.is_none() {
+                        // The client says goodbye on every path; the session lingers so
+                        // the other copies are not counted as unknown.
+                        session.closed_at = Some(now);
+                        tracing::info!(peer = %self.peers[entry.peer].settings.name, session = session.local_id.0, "client closed the session");
                     }
                 }
             }
@@ -370,7 +388,7 @@ impl Engine for ServerCore {
         self.sessions
             .values()
             .flat_map(|entry| {
-                let expiry = entry.session.last_received + self.session_idle_timeout;
+                let expiry = self.expiry(&entry.session);
                 entry.session.poll_timeout().into_iter().chain(Some(expiry))
             })
             .min()
@@ -379,7 +397,7 @@ impl Engine for ServerCore {
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         let mut expired = Vec::new();
         for (id, entry) in &mut self.sessions {
-            if now >= entry.session.last_received + self.session_idle_timeout {
+            if now >= Self::expiry_of(&entry.session, self.session_idle_timeout) {
                 expired.push(*id);
             } else {
                 entry
@@ -388,7 +406,7 @@ impl Engine for ServerCore {
             }
         }
         for id in expired {
-            self.remove_session(now, id, "idle");
+            self.remove_session(now, id, "closed or idle");
         }
     }
 

@@ -566,3 +566,20 @@ fn data_path_allocates_nothing_once_warm() {
     assert_eq!(net.client.pool().allocations(), client_allocations);
     assert_eq!(net.server.pool().allocations(), server_allocations);
 }
+
+#[test]
+fn a_goodbye_on_every_path_ends_the_session_without_unknown_drops() {
+    let mut net = Net::established(&[10, 20, 30], Duration::from_millis(50));
+    net.client.close(net.now, &mut net.out);
+    assert_eq!(net.out.len(), 3, "one goodbye per path");
+    net.transmit(true);
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.server.drops().get(DropReason::UnknownSession), 0);
+    assert_eq!(
+        net.server.session_count(),
+        1,
+        "the closed session lingers briefly"
+    );
+    net.run_for(Duration::from_secs(3));
+    assert_eq!(net.server.session_count(), 0);
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the system packages the daemon's tests, demo and test bed use. Idempotent.
+set -euo pipefail
+packages=(iproute2 iputils-ping iperf3 ethtool mptcpd procps)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
+command -v cargo >/dev/null || { echo "cargo is missing: install Rust (https://rustup.rs)" >&2; exit 1; }
+modprobe tun 2>/dev/null || true
+[ -c /dev/net/tun ] || { echo "/dev/net/tun is missing: the kernel needs TUN support" >&2; exit 1; }
