@@ -77,6 +77,10 @@ class DaemonPair:
     hold_ms: int = 100
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mptund-")))
     log_level: str = "info"
+    # The emulated topology disables IPv6 in its namespaces.
+    inner_ipv6: bool = True
+    stats_interval_ms: int = 5000
+    congestion_controller: str = "cubic"
 
     def __post_init__(self):
         self.binary = mptund_binary()
@@ -99,19 +103,23 @@ class DaemonPair:
             f'\n[[path]]\nname = "{uplink}"\ninterface = "{uplink}"\n' for uplink in self.uplinks)
         common = (f'\n[scheduler]\nname = "{self.scheduler}"\n'
                   f"\n[reorder]\nhold_ms = {self.hold_ms}\n"
-                  "\n[log]\nstats_interval_ms = 5000\n")
+                  f'\n[congestion]\ncontroller = "{self.congestion_controller}"\n'
+                  f"\n[log]\nstats_interval_ms = {self.stats_interval_ms}\n")
+        client_addresses = [f"{CLIENT_TUN_ADDR}/24"] + ([f"{CLIENT_TUN_ADDR6}/64"] if self.inner_ipv6 else [])
+        server_addresses = [f"{SERVER_TUN_ADDR}/24"] + ([f"{SERVER_TUN_ADDR6}/64"] if self.inner_ipv6 else [])
+        allowed = [f"{CLIENT_TUN_ADDR}/32"] + ([f"{CLIENT_TUN_ADDR6}/128"] if self.inner_ipv6 else [])
         client = self.workdir / "client.toml"
         client.write_text(
             'mode = "client"\nprivate_key_file = "client.key"\n'
-            f'\n[tun]\nname = "mpt0"\naddresses = ["{CLIENT_TUN_ADDR}/24", "{CLIENT_TUN_ADDR6}/64"]\n'
+            f'\n[tun]\nname = "mpt0"\naddresses = {json.dumps(client_addresses)}\n'
             f'\n[server]\nendpoint = "{SERVER_PUBLIC_ADDR}:{SERVER_PORT}"\npublic_key = "{server_pub}"\n'
             + paths + common)
         server = self.workdir / "server.toml"
         server.write_text(
             f'mode = "server"\nprivate_key_file = "server.key"\nlisten = "0.0.0.0:{SERVER_PORT}"\n'
-            f'\n[tun]\nname = "mpt0"\naddresses = ["{SERVER_TUN_ADDR}/24", "{SERVER_TUN_ADDR6}/64"]\n'
+            f'\n[tun]\nname = "mpt0"\naddresses = {json.dumps(server_addresses)}\n'
             f'\n[[peer]]\nname = "client"\npublic_key = "{client_pub}"\n'
-            f'allowed_ips = ["{CLIENT_TUN_ADDR}/32", "{CLIENT_TUN_ADDR6}/128"]\n'
+            f'allowed_ips = {json.dumps(allowed)}\n'
             + common)
         return client, server
 
@@ -166,6 +174,11 @@ class DaemonPair:
                 raise RuntimeError(f"mptund {name} exited with {code}:\n{self.log(name)}")
         return (json.loads((self.workdir / "client-stats.json").read_text()),
                 json.loads((self.workdir / "server-stats.json").read_text()))
+
+    def snapshot(self, side: str) -> dict | None:
+        """The daemon's latest periodic report (`--stats-file`), if written yet."""
+        path = self.workdir / f"{side}-stats.json"
+        return json.loads(path.read_text()) if path.exists() else None
 
     def cpu_seconds(self) -> dict[str, float]:
         """User+system CPU time so far of each daemon (from /proc, in seconds)."""

@@ -4,11 +4,15 @@
 //! Buffers are recycled through a [`BufferPool`]: once the pool is warm the data path
 //! allocates nothing per packet.
 
-use crate::wire::{DATA_META_LEN, TAG_LEN, TRANSPORT_HEADER_LEN};
+use crate::wire::{DATA_META_LEN, PIGGYBACK_LEN_FIELD, TAG_LEN, TRANSPORT_HEADER_LEN};
 
-/// Bytes in front of an inner packet: transport header plus the data metadata that is
-/// encrypted with it.
-pub const HEADROOM: usize = TRANSPORT_HEADER_LEN + DATA_META_LEN;
+/// Most bytes of acknowledgement frames that ride in front of an inner packet: a dozen
+/// one-range frames, or a few with many ranges.
+pub const MAX_PIGGYBACK: usize = 256;
+/// Bytes in front of an inner packet: transport header, the data metadata, and room for
+/// piggybacked frames, so sealing never moves the inner packet.
+pub const HEADROOM: usize =
+    TRANSPORT_HEADER_LEN + DATA_META_LEN + PIGGYBACK_LEN_FIELD + MAX_PIGGYBACK;
 /// Bytes behind an inner packet: the AEAD tag.
 pub const TAILROOM: usize = TAG_LEN;
 

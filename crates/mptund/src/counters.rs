@@ -38,6 +38,8 @@ drop_reasons! {
     NoRoute => "no_route", "A packet from the TUN whose destination belongs to no peer.";
     NoSession => "no_session", "A packet from the TUN while no session is established.";
     NoUsablePath => "no_usable_path", "The scheduler found no path that could take the packet.";
+    SendQueueFull => "send_queue_full", "Every path was full and so was the send queue in front of them.";
+    SendQueueSojourn => "send_queue_sojourn", "A packet waited in the send queue longer than its sojourn limit.";
     Duplicate => "duplicate", "A copy of an inner packet that was already delivered or is buffered.";
     TooOld => "too_old", "An inner packet older than the reorder buffer remembers.";
     ReorderBacklog => "reorder_backlog", "The reorder buffer was full of packets not yet released.";

@@ -202,6 +202,20 @@ pub struct SessionKeys {
     pub send: SealingKey,
     /// Opens what this side receives.
     pub recv: OpeningKey,
+    /// Opens what this side itself sealed: a datagram lost on one path is opened
+    /// again and re-sealed, under a fresh nonce, for another path (reinjection).
+    pub resend: OpeningKey,
+}
+
+impl SessionKeys {
+    /// Keys from the two raw directional keys of a handshake.
+    pub fn new(send: &[u8; KEY_LEN], recv: &[u8; KEY_LEN]) -> Self {
+        Self {
+            send: SealingKey::new(send),
+            recv: OpeningKey::new(recv),
+            resend: OpeningKey::new(send),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@
 //! using keys outside Noise's own nonce discipline; mptund keeps its own: one
 //! explicit 64-bit counter per direction, never reused, checked by a replay window.
 
-use crate::crypto::{OpeningKey, SealingKey, SessionKeys, KEY_LEN};
+use crate::crypto::{SessionKeys, KEY_LEN};
 use crate::keys::{PrivateKey, PublicKey};
 use crate::wire::field;
 use crate::wire::{
@@ -267,10 +267,7 @@ impl PendingHandshake {
         }
         let (to_responder, to_initiator) = split_keys(finished)?;
         Ok(Established {
-            keys: SessionKeys {
-                send: SealingKey::new(&to_responder),
-                recv: OpeningKey::new(&to_initiator),
-            },
+            keys: SessionKeys::new(&to_responder, &to_initiator),
             peer_session: view.sender(),
         })
     }
@@ -402,16 +399,14 @@ impl AcceptedInit {
             ));
         }
         let (to_responder, to_initiator) = split_keys(self.handshake)?;
-        Ok(SessionKeys {
-            send: SealingKey::new(&to_initiator),
-            recv: OpeningKey::new(&to_responder),
-        })
+        Ok(SessionKeys::new(&to_initiator, &to_responder))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crypto::{OpeningKey, SealingKey};
     use crate::wire::{PacketType, TransportHeader, TRANSPORT_HEADER_LEN};
 
     const TIME: u64 = 1_700_000_000_123_456_789;

@@ -27,7 +27,8 @@ enum Command {
         /// The configuration file (see config/client.toml and config/server.toml).
         #[arg(short, long)]
         config: PathBuf,
-        /// Write the final per-path counters and drop counts as JSON here on exit.
+        /// Write per-path counters and drop counts as JSON here, every
+        /// `log.stats_interval_ms` and on exit.
         #[arg(long)]
         stats_file: Option<PathBuf>,
     },
@@ -103,7 +104,10 @@ fn main() -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MPTUND_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only for a person at a terminal, not in journald or a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
+        .with_ansi(ansi)
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();

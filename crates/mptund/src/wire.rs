@@ -177,12 +177,23 @@ pub enum PacketType {
     Data = 0x03,
     /// Transport datagram carrying control frames.
     Control = 0x04,
+    /// Transport datagram carrying control frames (piggybacked acknowledgements) and
+    /// then an inner IP packet.
+    DataWithFrames = 0x05,
 }
 
 impl PacketType {
     /// Whether this is a transport type (Data or Control).
     pub fn is_transport(self) -> bool {
-        matches!(self, PacketType::Data | PacketType::Control)
+        matches!(
+            self,
+            PacketType::Data | PacketType::Control | PacketType::DataWithFrames
+        )
+    }
+
+    /// Whether the datagram carries an inner packet.
+    pub fn carries_data(self) -> bool {
+        matches!(self, PacketType::Data | PacketType::DataWithFrames)
     }
 }
 
@@ -195,6 +206,7 @@ impl TryFrom<u8> for PacketType {
             0x02 => Ok(PacketType::HandshakeResponse),
             0x03 => Ok(PacketType::Data),
             0x04 => Ok(PacketType::Control),
+            0x05 => Ok(PacketType::DataWithFrames),
             other => Err(WireError::UnknownType(other)),
         }
     }
@@ -382,6 +394,39 @@ pub mod frame_type {
     pub const PONG: u8 = 0x02;
     /// [`super::Frame::Close`].
     pub const CLOSE: u8 = 0x03;
+    /// [`super::Frame::Ack`].
+    pub const ACK: u8 = 0x04;
+}
+
+/// Fixed part of an Ack frame body: path id, ack delay, one-way-delay sample.
+pub const ACK_FIXED_LEN: usize = 9;
+/// One acknowledged range in an Ack frame: first and last packet number.
+pub const ACK_RANGE_LEN: usize = 8;
+/// Length of the frames-length field that precedes the frames in a
+/// DataWithFrames plaintext.
+pub const PIGGYBACK_LEN_FIELD: usize = 2;
+
+/// The acknowledged packet-number ranges of an Ack frame, read in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckRangesView<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> AckRangesView<'a> {
+    /// `(first, last)` inclusive ranges of path packet numbers, newest first.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + 'a {
+        self.bytes
+            .chunks_exact(ACK_RANGE_LEN)
+            .map(|range| (read_u32(range, 0..4), read_u32(range, 4..8)))
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len() / ACK_RANGE_LEN
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
 }
 
 /// Body length of a Ping frame written by this implementation.
@@ -409,6 +454,20 @@ pub enum Frame<'a> {
     },
     /// The peer is going away; the session can be torn down.
     Close,
+    /// Which path packet numbers of one path arrived: drives that path's loss
+    /// detection, RTT, one-way-delay and rate estimation at the sender.
+    Ack {
+        /// The path whose packets are acknowledged (any path may carry it).
+        path_id: u8,
+        /// How long the largest acknowledged packet waited at the receiver, in µs.
+        ack_delay_us: u32,
+        /// Receiver's µs clock at the arrival of the largest acknowledged packet
+        /// minus that packet's sender timestamp, wrapping: a one-way delay with an
+        /// unknown but constant clock offset.
+        largest_owd_raw_us: u32,
+        /// The acknowledged ranges, newest first.
+        ranges: AckRangesView<'a>,
+    },
     /// A frame type this implementation does not know; skipped by length.
     Unknown {
         /// The frame's type byte.
@@ -444,6 +503,23 @@ impl<'a> Frame<'a> {
                 })
             }
             frame_type::CLOSE => Ok(Frame::Close),
+            frame_type::ACK => {
+                if body.len() < ACK_FIXED_LEN + ACK_RANGE_LEN {
+                    return Err(too_short(ACK_FIXED_LEN + ACK_RANGE_LEN));
+                }
+                let ranges = &body[ACK_FIXED_LEN..];
+                if ranges.len() % ACK_RANGE_LEN != 0 {
+                    return Err(too_short(
+                        ACK_FIXED_LEN + ranges.len().next_multiple_of(ACK_RANGE_LEN),
+                    ));
+                }
+                Ok(Frame::Ack {
+                    path_id: body[0],
+                    ack_delay_us: read_u32(body, 1..5),
+                    largest_owd_raw_us: read_u32(body, 5..9),
+                    ranges: AckRangesView { bytes: ranges },
+                })
+            }
             _ => Ok(Frame::Unknown { frame_type, body }),
         }
     }
@@ -455,6 +531,7 @@ impl<'a> Frame<'a> {
                 Frame::Ping { .. } => PING_BODY_LEN,
                 Frame::Pong { .. } => PONG_BODY_LEN,
                 Frame::Close => 0,
+                Frame::Ack { ranges, .. } => ACK_FIXED_LEN + ranges.bytes.len(),
                 Frame::Unknown { body, .. } => body.len(),
             }
     }
@@ -533,6 +610,7 @@ pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
         Frame::Ping { .. } => frame_type::PING,
         Frame::Pong { .. } => frame_type::PONG,
         Frame::Close => frame_type::CLOSE,
+        Frame::Ack { .. } => frame_type::ACK,
         Frame::Unknown { frame_type, .. } => *frame_type,
     };
     header[1..3].copy_from_slice(&body_len_u16.to_be_bytes());
@@ -546,9 +624,80 @@ pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
             body[4..8].copy_from_slice(&echoed_tx_time_us.to_be_bytes());
         }
         Frame::Close => {}
+        Frame::Ack {
+            path_id,
+            ack_delay_us,
+            largest_owd_raw_us,
+            ranges,
+        } => {
+            body[0] = *path_id;
+            body[1..5].copy_from_slice(&ack_delay_us.to_be_bytes());
+            body[5..9].copy_from_slice(&largest_owd_raw_us.to_be_bytes());
+            body[ACK_FIXED_LEN..].copy_from_slice(ranges.bytes);
+        }
         Frame::Unknown { body: src, .. } => body.copy_from_slice(src),
     }
     Ok(needed)
+}
+
+/// Writes an Ack frame for `path_id` with the given `(first, last)` ranges (newest
+/// first) at the start of `out`; returns the bytes written. Writes as many ranges
+/// as fit and at least one, or fails with `BufferTooSmall`.
+pub fn write_ack_frame(
+    out: &mut [u8],
+    path_id: u8,
+    ack_delay_us: u32,
+    largest_owd_raw_us: u32,
+    ranges: impl Iterator<Item = (u32, u32)>,
+) -> Result<usize, WireError> {
+    let minimum = FRAME_HEADER_LEN + ACK_FIXED_LEN + ACK_RANGE_LEN;
+    if out.len() < minimum {
+        return Err(WireError::BufferTooSmall {
+            needed: minimum,
+            got: out.len(),
+        });
+    }
+    let room = (out.len() - FRAME_HEADER_LEN - ACK_FIXED_LEN) / ACK_RANGE_LEN;
+    let mut written = FRAME_HEADER_LEN + ACK_FIXED_LEN;
+    for (first, last) in ranges.take(room.min(usize::from(u8::MAX))) {
+        out[written..written + 4].copy_from_slice(&first.to_be_bytes());
+        out[written + 4..written + 8].copy_from_slice(&last.to_be_bytes());
+        written += ACK_RANGE_LEN;
+    }
+    if written == FRAME_HEADER_LEN + ACK_FIXED_LEN {
+        return Err(WireError::FrameBodyTooShort {
+            frame_type: frame_type::ACK,
+            needed: ACK_RANGE_LEN,
+            got: 0,
+        });
+    }
+    let body_len = (written - FRAME_HEADER_LEN) as u16;
+    out[0] = frame_type::ACK;
+    out[1..3].copy_from_slice(&body_len.to_be_bytes());
+    out[3] = path_id;
+    out[4..8].copy_from_slice(&ack_delay_us.to_be_bytes());
+    out[8..12].copy_from_slice(&largest_owd_raw_us.to_be_bytes());
+    Ok(written)
+}
+
+/// Splits a DataWithFrames plaintext after its [`DataMeta`] into the frames and
+/// the inner packet.
+pub fn split_piggybacked(after_meta: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
+    if after_meta.len() < PIGGYBACK_LEN_FIELD {
+        return Err(WireError::Truncated {
+            needed: PIGGYBACK_LEN_FIELD,
+            got: after_meta.len(),
+        });
+    }
+    let frames_len = usize::from(u16::from_be_bytes([after_meta[0], after_meta[1]]));
+    let rest = &after_meta[PIGGYBACK_LEN_FIELD..];
+    if rest.len() < frames_len {
+        return Err(WireError::Truncated {
+            needed: frames_len,
+            got: rest.len(),
+        });
+    }
+    Ok(rest.split_at(frames_len))
 }
 
 /// Checks a fixed-size handshake message's length, type, version and reserved byte.
@@ -712,7 +861,8 @@ mod tests {
         );
         assert_eq!(packet_type(&DATA_HEADER), Ok(PacketType::Data));
         assert_eq!(packet_type(&[4, 0, 0, 0, 9]), Ok(PacketType::Control));
-        assert_eq!(packet_type(&[5, 0, 0, 0]), Err(WireError::UnknownType(5)));
+        assert_eq!(packet_type(&[5, 0, 0, 0]), Ok(PacketType::DataWithFrames));
+        assert_eq!(packet_type(&[6, 0, 0, 0]), Err(WireError::UnknownType(6)));
         assert_eq!(packet_type(&[0, 0, 0, 0]), Err(WireError::UnknownType(0)));
         assert_eq!(
             packet_type(&[3, 0, 0]),
@@ -909,6 +1059,78 @@ mod tests {
         assert_eq!(out[..], FRAMES[..26]);
     }
 
+    /// An Ack for path 2: ack delay 0x100 µs, OWD sample 0x01020304, two ranges
+    /// (10..=12 newest, then 5..=7).
+    const ACK_FRAME: [u8; 28] = [
+        0x04, 0x00, 0x19, // type, body length 25
+        0x02, 0x00, 0x00, 0x01, 0x00, 0x01, 0x02, 0x03, 0x04, // path, delay, owd
+        0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x00, 0x0c, // 10..=12
+        0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x07, // 5..=7
+    ];
+
+    #[test]
+    fn ack_frame_exact_bytes() {
+        let mut out = [0u8; 64];
+        let len = write_ack_frame(
+            &mut out,
+            2,
+            0x100,
+            0x0102_0304,
+            [(10, 12), (5, 7)].into_iter(),
+        )
+        .unwrap();
+        assert_eq!(out[..len], ACK_FRAME);
+        let parsed: Vec<_> = frames(&ACK_FRAME).collect();
+        let Ok(Frame::Ack {
+            path_id,
+            ack_delay_us,
+            largest_owd_raw_us,
+            ranges,
+        }) = parsed[0]
+        else {
+            panic!("not an ack: {parsed:?}");
+        };
+        assert_eq!(
+            (path_id, ack_delay_us, largest_owd_raw_us),
+            (2, 0x100, 0x0102_0304)
+        );
+        assert_eq!(ranges.iter().collect::<Vec<_>>(), [(10, 12), (5, 7)]);
+        // Re-encoding a parsed frame gives the same bytes.
+        let mut again = [0u8; 28];
+        write_frame(&mut again, &parsed[0].clone().unwrap()).unwrap();
+        assert_eq!(again, ACK_FRAME);
+    }
+
+    #[test]
+    fn ack_frame_writes_what_fits_and_rejects_bad_bodies() {
+        let mut small = [0u8; 3 + 9 + 8 + 7];
+        let len = write_ack_frame(&mut small, 0, 0, 0, [(3, 4), (1, 1)].into_iter()).unwrap();
+        assert_eq!(len, 20, "only the newest range fits");
+        assert!(write_ack_frame(&mut small[..19], 0, 0, 0, [(1, 1)].into_iter()).is_err());
+        assert!(write_ack_frame(&mut [0u8; 64], 0, 0, 0, std::iter::empty()).is_err());
+        // No range, or a range cut short, is malformed.
+        let mut no_range = ACK_FRAME[..12].to_vec();
+        no_range[2] = 9;
+        assert!(frames(&no_range).next().unwrap().is_err());
+        let mut cut = ACK_FRAME[..24].to_vec();
+        cut[2] = 21;
+        assert!(frames(&cut).next().unwrap().is_err());
+    }
+
+    #[test]
+    fn piggybacked_frames_split_from_the_inner_packet() {
+        let plaintext = [0x00, 0x03, 0x03, 0x00, 0x00, 0x45, 0x00];
+        let (frames_part, inner) = split_piggybacked(&plaintext).unwrap();
+        assert_eq!(frames_part, [0x03, 0x00, 0x00]);
+        assert_eq!(inner, [0x45, 0x00]);
+        assert!(split_piggybacked(&[0x00]).is_err());
+        assert!(split_piggybacked(&[0x00, 0x05, 0x03]).is_err());
+        assert_eq!(PacketType::try_from(0x05), Ok(PacketType::DataWithFrames));
+        assert!(
+            PacketType::DataWithFrames.carries_data() && PacketType::DataWithFrames.is_transport()
+        );
+    }
+
     #[test]
     fn frames_longer_bodies_are_forward_compatible() {
         // A Ping with 2 extra bytes and a Close with 1: the extras are skipped.
@@ -1086,7 +1308,7 @@ mod tests {
 
         #[test]
         fn frames_round_trip(ping_id in any::<u32>(), echo in any::<u32>(),
-                             unknown_type in 4u8.., body in proptest::collection::vec(any::<u8>(), 0..40)) {
+                             unknown_type in 5u8.., body in proptest::collection::vec(any::<u8>(), 0..40)) {
             let written = [
                 Frame::Ping { ping_id },
                 Frame::Pong { ping_id, echoed_tx_time_us: echo },

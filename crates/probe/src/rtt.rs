@@ -35,6 +35,29 @@ impl RttEstimator {
         self.latest = Some(rtt);
         self.samples += 1;
         self.min = Some(self.min.map_or(rtt, |min| min.min(rtt)));
+        self.smooth(rtt);
+    }
+
+    /// Feeds one sample taken from an acknowledgement that reports `ack_delay` (already
+    /// limited to the peer's `max_ack_delay` by the caller), per RFC 9002 section 5.3:
+    /// the minimum and the latest RTT use the raw sample; the smoothed RTT and the
+    /// variance use the sample minus the acknowledgement delay, unless that would take
+    /// it below the minimum. The first sample is used raw.
+    pub fn on_ack_sample(&mut self, latest: Duration, ack_delay: Duration) {
+        let first = self.smoothed.is_none();
+        self.latest = Some(latest);
+        self.samples += 1;
+        let min = self.min.map_or(latest, |min| min.min(latest));
+        self.min = Some(min);
+        let adjusted = if !first && latest >= min + ack_delay {
+            latest - ack_delay
+        } else {
+            latest
+        };
+        self.smooth(adjusted);
+    }
+
+    fn smooth(&mut self, rtt: Duration) {
         match self.smoothed {
             // RFC 6298 2.2: the first measurement sets SRTT = R, RTTVAR = R/2.
             None => {
@@ -125,6 +148,25 @@ mod tests {
             );
             assert_eq!(rtt.samples(), samples.len() as u64, "case {index}: count");
         }
+    }
+
+    /// RFC 9002 section 5.3: min and latest are raw; smoothing uses the adjusted sample.
+    #[test]
+    fn ack_delay_adjustment() {
+        let mut rtt = RttEstimator::new();
+        // first sample: used raw even with an ack delay
+        rtt.on_ack_sample(ms(100), ms(20));
+        assert_eq!(rtt.smoothed(), Some(ms(100)));
+        // 140 - 20 = 120 >= min 100: RTTVAR = 3/4*50 + 1/4*20 = 42.5, SRTT = 102.5
+        rtt.on_ack_sample(ms(140), ms(20));
+        assert_eq!(rtt.smoothed(), Some(Duration::from_micros(102_500)));
+        assert_eq!(rtt.variance(), Duration::from_micros(42_500));
+        assert_eq!(rtt.latest(), Some(ms(140)));
+        // 110 < min 100 + delay 20: not adjusted, and min stays at the raw 100
+        rtt.on_ack_sample(ms(110), ms(20));
+        assert_eq!(rtt.min(), Some(ms(100)));
+        assert_eq!(rtt.latest(), Some(ms(110)));
+        assert_eq!(rtt.samples(), 3);
     }
 
     #[test]

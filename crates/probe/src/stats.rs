@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::RttEstimator;
+use crate::{Liveness, RttEstimator};
 
 /// Monotonic per-path counters; each side counts what it sent and received itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,6 +35,26 @@ pub struct PathStats {
     pub latest_rtt: Option<Duration>,
     /// Time since something authenticated last arrived on the path.
     pub since_last_received: Option<Duration>,
+    /// Congestion window in bytes (0 when the snapshot does not come from a
+    /// [`crate::PathProbe`]).
+    pub cwnd: u64,
+    pub bytes_in_flight: u64,
+    /// Delivery rate estimate in bytes per second.
+    pub delivery_rate: Option<u64>,
+    /// Smoothed forward queuing delay (one-way delay above its windowed minimum).
+    pub queuing_delay: Option<Duration>,
+    /// Slope of the forward one-way delay in microseconds per second; positive while a
+    /// queue builds.
+    pub owd_trend_us_per_s: Option<f64>,
+    /// Fraction of recent packets lost (EWMA over packets).
+    pub loss_rate: f64,
+    /// Packets declared lost so far.
+    pub lost_packets: u64,
+    /// Packets declared lost that were acknowledged later.
+    pub spurious_losses: u64,
+    /// Consecutive probe timeouts without an acknowledgement.
+    pub pto_count: u32,
+    pub liveness: Liveness,
 }
 
 impl PathStats {
@@ -50,6 +70,7 @@ impl PathStats {
             min_rtt: rtt.min(),
             latest_rtt: rtt.latest(),
             since_last_received,
+            ..Self::default()
         }
     }
 }

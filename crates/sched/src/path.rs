@@ -111,12 +111,15 @@ impl Iterator for PathSetIter {
 
 /// Liveness of a path as decided by the daemon's path state machine.
 ///
-/// More states (e.g. suspect, probing) will be added: match with a wildcard arm.
+/// More states may be added: match with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PathState {
     /// The path is believed to deliver packets.
     Up,
+    /// The path has gone quiet for longer than its RTT explains; it is being probed
+    /// and should not get new data until it answers.
+    Suspect,
     /// The path is not usable for data.
     Down,
 }
@@ -146,6 +149,8 @@ pub struct PathView {
     pub delivery_rate_bps: Option<u64>,
     /// Estimated loss rate, 0.0..=1.0.
     pub loss_rate: Option<f32>,
+    /// Whether the path's pacer lets a packet go now.
+    pub pacing_ready: bool,
 }
 
 impl PathView {
@@ -162,7 +167,14 @@ impl PathView {
             bytes_in_flight: 0,
             delivery_rate_bps: None,
             loss_rate: None,
+            pacing_ready: true,
         }
+    }
+
+    /// True when a packet of `packet_len` bytes may go on this path now: its window
+    /// has room and its pacer does not hold it back.
+    pub fn can_send(&self, packet_len: usize) -> bool {
+        self.pacing_ready && self.has_window_room(packet_len)
     }
 
     /// True when sending `packet_len` more bytes keeps the path within its

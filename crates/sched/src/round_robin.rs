@@ -57,7 +57,7 @@ impl Scheduler for RoundRobin {
         let mut lowest: Option<PathId> = None;
         for path in paths {
             let usable = path.state == PathState::Up && path.backup == use_backups;
-            if !usable || !path.has_window_room(packet.len) {
+            if !usable || !path.can_send(packet.len) {
                 continue;
             }
             lowest = Some(lowest.map_or(path.id, |id| id.min(path.id)));
@@ -223,6 +223,22 @@ mod tests {
         assert_eq!(
             picks(&mut scheduler, &[up(0), up(1), up(2)], 3),
             one(&[1, 2, 0])
+        );
+    }
+
+    #[test]
+    fn paced_and_suspect_paths_are_skipped() {
+        let mut scheduler = RoundRobin::new();
+        let mut paced = up(1);
+        paced.pacing_ready = false;
+        let suspect = PathView::new(PathId(2), PathState::Suspect);
+        assert_eq!(
+            picks(&mut scheduler, &[up(0), paced, suspect], 3),
+            one(&[0, 0, 0])
+        );
+        assert_eq!(
+            picks(&mut scheduler, &[paced, suspect], 1),
+            vec![Pick::Hold]
         );
     }
 

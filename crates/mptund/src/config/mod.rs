@@ -37,9 +37,30 @@ pub use keys::{decode_key, encode_key, public_key_of, KeyError, KEY_LEN};
 
 /// Scheduler names `[scheduler] name` accepts.
 ///
-/// Placeholder until the `mptund_sched` crate exports its list of registered
-/// schedulers.
-pub const KNOWN_SCHEDULERS: &[&str] = &["round-robin"];
+/// The schedulers built into this mptund.
+pub const KNOWN_SCHEDULERS: &[&str] = mptund_sched::SCHEDULER_NAMES;
+/// The congestion controllers built into this mptund.
+pub const KNOWN_CONTROLLERS: &[&str] = mptund_probe::CONTROLLER_NAMES;
+/// Controller used when `[congestion]` is absent: CUBIC (RFC 9438), the standard
+/// the inner TCP's own behaviour was designed against.
+pub const DEFAULT_CONTROLLER: &str = "cubic";
+/// Default `congestion.queue_capacity_packets`: the send queue in front of full
+/// paths holds about 15 ms at 1 Gbit/s; the sojourn limit, not this, bounds delay.
+pub const DEFAULT_QUEUE_CAPACITY_PACKETS: usize = 1024;
+/// Default `congestion.queue_max_delay_ms`: a packet waiting longer for a free path
+/// is dropped so the inner TCP reacts (about one cellular RTT; CoDel's 100 ms
+/// interval is the upper end).
+pub const DEFAULT_QUEUE_MAX_DELAY: Duration = Duration::from_millis(50);
+/// Default `timers.probe_interval_ms`: a suspect or down path is pinged four
+/// times a second, so a path back from a 3 s blockage is used again within
+/// about a quarter of a second.
+pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(250);
+/// Default `timers.max_ack_delay_ms`: how long a receiver may hold an
+/// acknowledgement hoping to piggyback it; small against cellular RTTs.
+pub const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(5);
+/// Default keepalive interval of a backup path: under the 30 s UDP mapping
+/// timeout common in carrier NATs, and about 20 kB per hour with the answers.
+pub const DEFAULT_BACKUP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(25);
 
 /// Scheduler used when `[scheduler]` is absent.
 pub const DEFAULT_SCHEDULER: &str = "round-robin";
@@ -133,6 +154,12 @@ pub struct PathConfig {
     pub endpoint: SocketAddr,
     /// Carry data only while no regular path is up.
     pub backup: bool,
+    /// An idle path is pinged this often (`timers.keepalive_interval_ms` unless
+    /// set per path; 25 s for backup paths).
+    pub keepalive_interval: Duration,
+    /// Bytes per hour that keepalives and probes on this path may cost; `None`
+    /// for no limit.
+    pub probe_budget_bytes_per_hour: Option<u64>,
 }
 
 /// The `[scheduler]` table.
@@ -151,6 +178,17 @@ pub struct ReorderConfig {
     pub capacity_packets: usize,
 }
 
+/// The `[congestion]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CongestionConfig {
+    /// One of [`KNOWN_CONTROLLERS`].
+    pub controller: String,
+    /// Packets that may wait for a free path when every path is full.
+    pub queue_capacity_packets: usize,
+    /// A packet that waited longer than this for a free path is dropped.
+    pub queue_max_delay: Duration,
+}
+
 /// The `[timers]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Timers {
@@ -161,6 +199,10 @@ pub struct Timers {
     pub path_timeout: Duration,
     /// Wait before repeating an unanswered handshake.
     pub handshake_retry: Duration,
+    /// Ping interval of a suspect or down path.
+    pub probe_interval: Duration,
+    /// Longest a receiver holds an acknowledgement hoping to piggyback it.
+    pub max_ack_delay: Duration,
     /// Client: re-handshake when nothing arrived on any path for this long.
     /// At least `path_timeout`. (On a server: the default, unused.)
     pub session_timeout: Duration,
@@ -197,6 +239,7 @@ pub struct ClientConfig {
     pub scheduler: SchedulerConfig,
     /// Receiver reorder buffer.
     pub reorder: ReorderConfig,
+    pub congestion: CongestionConfig,
     /// Timers.
     pub timers: Timers,
     /// Logging.
@@ -234,6 +277,7 @@ pub struct ServerConfig {
     pub scheduler: SchedulerConfig,
     /// Receiver reorder buffer.
     pub reorder: ReorderConfig,
+    pub congestion: CongestionConfig,
     /// Timers.
     pub timers: Timers,
     /// Logging.

@@ -25,6 +25,7 @@ pub(super) struct RawClient {
     pub path: Vec<Sp<RawPath>>,
     pub scheduler: Option<Sp<RawScheduler>>,
     pub reorder: Option<Sp<RawReorder>>,
+    pub congestion: Option<Sp<RawCongestion>>,
     pub timers: Option<Sp<RawTimers>>,
     pub log: Option<Sp<RawLog>>,
 }
@@ -41,6 +42,7 @@ pub(super) struct RawServer {
     pub peer: Vec<Sp<RawPeer>>,
     pub scheduler: Option<Sp<RawScheduler>>,
     pub reorder: Option<Sp<RawReorder>>,
+    pub congestion: Option<Sp<RawCongestion>>,
     pub timers: Option<Sp<RawTimers>>,
     pub log: Option<Sp<RawLog>>,
 }
@@ -69,6 +71,8 @@ pub(super) struct RawPath {
     pub source_address: Option<Sp<String>>,
     pub endpoint: Option<Sp<String>>,
     pub backup: Option<Sp<bool>>,
+    pub keepalive_interval_ms: Option<Sp<i64>>,
+    pub probe_budget_bytes_per_hour: Option<Sp<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,6 +96,14 @@ pub(super) struct RawReorder {
     pub capacity_packets: Option<Sp<i64>>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCongestion {
+    pub controller: Option<Sp<String>>,
+    pub queue_capacity_packets: Option<Sp<i64>>,
+    pub queue_max_delay_ms: Option<Sp<i64>>,
+}
+
 /// Client and server timers share one table; the mode-specific fields are
 /// rejected by validation with a hint naming the other mode.
 #[derive(Debug, Default, Deserialize)]
@@ -100,6 +112,8 @@ pub(super) struct RawTimers {
     pub keepalive_interval_ms: Option<Sp<i64>>,
     pub path_timeout_ms: Option<Sp<i64>>,
     pub handshake_retry_ms: Option<Sp<i64>>,
+    pub probe_interval_ms: Option<Sp<i64>>,
+    pub max_ack_delay_ms: Option<Sp<i64>>,
     pub session_timeout_ms: Option<Sp<i64>>,
     pub session_idle_timeout_ms: Option<Sp<i64>>,
 }

@@ -165,6 +165,8 @@ fn client_example_parses() {
                 source_address: None,
                 endpoint,
                 backup: false,
+                keepalive_interval: DEFAULT_KEEPALIVE_INTERVAL,
+                probe_budget_bytes_per_hour: None,
             },
             PathConfig {
                 name: "5g".into(),
@@ -172,6 +174,8 @@ fn client_example_parses() {
                 source_address: None,
                 endpoint,
                 backup: false,
+                keepalive_interval: DEFAULT_KEEPALIVE_INTERVAL,
+                probe_budget_bytes_per_hour: None,
             },
             PathConfig {
                 name: "wifi".into(),
@@ -179,6 +183,8 @@ fn client_example_parses() {
                 source_address: Some(ip("198.18.3.2")),
                 endpoint,
                 backup: true,
+                keepalive_interval: DEFAULT_BACKUP_KEEPALIVE_INTERVAL,
+                probe_budget_bytes_per_hour: Some(30_000),
             },
         ]
     );
@@ -264,6 +270,8 @@ fn minimal_client_gets_defaults() {
             keepalive_interval: DEFAULT_KEEPALIVE_INTERVAL,
             path_timeout: DEFAULT_PATH_TIMEOUT,
             handshake_retry: DEFAULT_HANDSHAKE_RETRY,
+            probe_interval: DEFAULT_PROBE_INTERVAL,
+            max_ack_delay: DEFAULT_MAX_ACK_DELAY,
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
         }

@@ -18,13 +18,14 @@ use mptund_sched::ReorderConfig;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
-use crate::config::{ClientConfig, Config, ServerConfig, TunConfig};
+use crate::config::{ClientConfig, Config, CongestionConfig, ServerConfig, TunConfig};
 use crate::keys::{PrivateKey, PublicKey};
 use crate::mtu;
 use crate::session::{
-    ClientCore, ClientPathSettings, ClientSettings, Engine, Outgoing, PeerSettings, Received,
-    ServerCore, ServerSettings, SessionSettings, SessionTimers,
+    ClientCore, ClientPathSettings, ClientSettings, Engine, Outgoing, PathSettings, PeerSettings,
+    Received, SendQueueConfig, ServerCore, ServerSettings, SessionSettings,
 };
+use mptund_probe::ProbeConfig;
 use udp::{Binding, PathSocket};
 
 pub use udp::interface_mtu;
@@ -41,6 +42,8 @@ const SEND_WAIT: Duration = Duration::from_millis(5);
 const SOCKET_RETRY: Duration = Duration::from_secs(2);
 /// Free buffers kept for reuse: a reorder buffer's worth plus a few batches.
 const POOL_SPARE: usize = 512;
+/// RFC 9002 section 6.2.2: the RTT assumed for a path before its first sample.
+const INITIAL_RTT: Duration = Duration::from_millis(333);
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -95,6 +98,7 @@ fn pool_for(tun_mtu: u16, reorder: &ReorderConfig) -> BufferPool {
 fn session_settings(
     scheduler: &str,
     reorder: &crate::config::ReorderConfig,
+    congestion: &CongestionConfig,
     timers: &crate::config::Timers,
     tun_mtu: u16,
 ) -> SessionSettings {
@@ -104,11 +108,19 @@ fn session_settings(
             max_hold: reorder.hold,
             capacity: reorder.capacity_packets,
         },
-        timers: SessionTimers {
-            keepalive_interval: timers.keepalive_interval,
-            path_timeout: timers.path_timeout,
+        path_timeout: timers.path_timeout,
+        send_queue: SendQueueConfig {
+            capacity_packets: congestion.queue_capacity_packets,
+            max_sojourn: congestion.queue_max_delay,
         },
         max_inner_len: usize::from(tun_mtu),
+        congestion_controller: congestion.controller.clone(),
+        probe: ProbeConfig {
+            // Windows count UDP payload bytes, as the probe sees them.
+            max_datagram_size: (usize::from(tun_mtu) + crate::wire::DATA_OVERHEAD) as u64,
+            max_ack_delay: timers.max_ack_delay,
+            initial_rtt: INITIAL_RTT,
+        },
     }
 }
 
@@ -139,11 +151,17 @@ async fn run_client(config: ClientConfig, options: RunOptions) -> anyhow::Result
                 name: path.name.clone(),
                 endpoint: path.endpoint,
                 backup: path.backup,
+                probing: PathSettings {
+                    keepalive_interval: path.keepalive_interval,
+                    probe_interval: config.timers.probe_interval,
+                    probe_budget_bytes_per_hour: path.probe_budget_bytes_per_hour,
+                },
             })
             .collect(),
         session: session_settings(
             &config.scheduler.name,
             &config.reorder,
+            &config.congestion,
             &config.timers,
             tun_mtu,
         ),
@@ -188,9 +206,15 @@ async fn run_server(config: ServerConfig, options: RunOptions) -> anyhow::Result
         session: session_settings(
             &config.scheduler.name,
             &config.reorder,
+            &config.congestion,
             &config.timers,
             tun_mtu,
         ),
+        path: PathSettings {
+            keepalive_interval: config.timers.keepalive_interval,
+            probe_interval: config.timers.probe_interval,
+            probe_budget_bytes_per_hour: None,
+        },
         session_idle_timeout: config.timers.session_idle_timeout,
     };
     let pool = pool_for(tun_mtu, &settings.session.reorder);
@@ -295,8 +319,12 @@ impl<E: Engine> EventLoop<E> {
             if let (Some(at), Some(interval)) = (next_stats, self.stats_interval) {
                 if now >= at {
                     next_stats = Some(now + interval);
-                    for line in self.engine.report(now).log_lines() {
+                    let report = self.engine.report(now);
+                    for line in report.log_lines() {
                         tracing::info!("{line}");
+                    }
+                    if let Err(error) = self.write_stats(&report) {
+                        tracing::warn!("{error:#}");
                     }
                 }
             }
@@ -324,6 +352,9 @@ impl<E: Engine> EventLoop<E> {
                     self.read_socket(now, index);
                 }
             }
+            // Acknowledgements that found no reverse data to ride on go out once per
+            // batch, not once per datagram.
+            self.engine.flush_acks(now, &mut self.out);
         }
     }
 
@@ -450,7 +481,7 @@ impl<E: Engine> EventLoop<E> {
                     self.engine.set_socket_open(datagram.socket, false);
                 }
             }
-            self.engine.pool().recycle(datagram.packet);
+            self.engine.on_transmitted(datagram);
         }
         self.out = outgoing;
     }
@@ -487,11 +518,19 @@ impl<E: Engine> EventLoop<E> {
         for line in report.log_lines() {
             tracing::info!("{line}");
         }
-        if let Some(path) = &self.options.stats_file {
-            let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
-            std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
-        }
-        Ok(())
+        self.write_stats(&report)
+    }
+
+    /// Replaces the stats file, if one was asked for, atomically: a reader never sees
+    /// half a report.
+    fn write_stats(&self, report: &crate::session::Report) -> anyhow::Result<()> {
+        let Some(path) = &self.options.stats_file else {
+            return Ok(());
+        };
+        let json = serde_json::to_string_pretty(report).context("serialising the report")?;
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, json).with_context(|| format!("writing {}", partial.display()))?;
+        std::fs::rename(&partial, path).with_context(|| format!("replacing {}", path.display()))
     }
 }
 

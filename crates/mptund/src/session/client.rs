@@ -5,11 +5,12 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use mptund_sched::{build_scheduler, PathId, PathState};
+use mptund_sched::{build_scheduler, PathId};
 
+use super::receive::ReceiveContext;
 use super::{
-    random_session_id, Engine, Outgoing, Received, Report, Session, SessionPath, SessionReport,
-    SessionSettings,
+    random_session_id, Engine, Outgoing, PathSettings, Received, Report, Session, SessionPath,
+    SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
 use crate::counters::{DropCounters, DropReason};
@@ -22,6 +23,7 @@ pub struct ClientPathSettings {
     pub name: String,
     pub endpoint: SocketAddr,
     pub backup: bool,
+    pub probing: PathSettings,
 }
 
 pub struct ClientSettings {
@@ -80,6 +82,9 @@ impl ClientCore {
                     index,
                     path.endpoint,
                     path.backup,
+                    now,
+                    &path.probing,
+                    &settings.session,
                 )
             })
             .collect();
@@ -111,6 +116,29 @@ impl ClientCore {
             Some(session) => &session.paths,
             None => &self.idle_paths,
         }
+    }
+
+    /// Changes how path `index` is probed and whether it is a backup (tests).
+    #[cfg(test)]
+    pub fn set_path_probing(&mut self, index: usize, probing: super::PathSettings, backup: bool) {
+        let session = &self.settings.session;
+        let now = self.clock_epoch;
+        if let Some(path) = self.idle_paths.get_mut(index) {
+            let id = path.id;
+            let name = path.name.clone();
+            let remote = path.remote.expect("client paths have an endpoint");
+            let open = path.socket_open;
+            *path =
+                SessionPath::configured(id, name, index, remote, backup, now, &probing, session);
+            path.socket_open = open;
+        }
+    }
+
+    #[cfg(test)]
+    pub fn deadlines(&self) -> String {
+        self.session
+            .as_ref()
+            .map_or_else(|| "no session".into(), |session| session.deadlines())
     }
 
     pub fn is_established(&self) -> bool {
@@ -162,6 +190,7 @@ impl ClientCore {
                     destination: path.remote.expect("client paths have an endpoint"),
                     source_ip: None,
                     path: path.id,
+                    keep_as: None,
                     packet,
                 });
                 self.handshake = Some(Handshaking {
@@ -219,15 +248,9 @@ impl ClientCore {
         };
         let mut paths = std::mem::take(&mut self.idle_paths);
         for path in &mut paths {
-            // Every path with a socket is tried at once: the first keepalive tells the
-            // server where it is, and a path that does not answer goes down again.
-            path.state = if path.socket_open {
-                PathState::Up
-            } else {
-                PathState::Down
-            };
-            path.last_received = None;
-            path.last_ping = None;
+            // Every path with a socket is tried at once: its first probe tells the
+            // server where it is, and a path that does not answer goes down.
+            path.reset_for_session(now, &self.settings.session, &mut self.pool);
         }
         let mut session = Session::new(
             now,
@@ -243,6 +266,7 @@ impl ClientCore {
             session.on_authenticated(now, index, received, packet.len(), false);
             // The handshake is a round trip timed by us: the path's first RTT sample.
             session.paths[index]
+                .probe
                 .rtt
                 .on_sample(now.saturating_duration_since(handshaking.sent_at));
         }
@@ -260,11 +284,7 @@ impl ClientCore {
         if let Some(mut session) = self.session.take() {
             tracing::warn!(session = session.local_id.0, "session ended: {why}");
             session.recycle_buffers(now, &mut self.pool);
-            let mut paths = std::mem::take(&mut session.paths);
-            for path in &mut paths {
-                path.state = PathState::Down;
-            }
-            self.idle_paths = paths;
+            self.idle_paths = std::mem::take(&mut session.paths);
         }
         self.handshake = None;
         self.next_handshake_at = now;
@@ -281,7 +301,7 @@ impl Engine for ClientCore {
                 &"packet from the TUN before the session is up",
             );
         };
-        if packet.len() > session.max_inner_len {
+        if packet.len() > session.max_inner_len() {
             let len = packet.len();
             self.pool.recycle(packet);
             return self.drops.record(
@@ -306,7 +326,9 @@ impl Engine for ClientCore {
                 self.handle_response(now, &received, &packet, out);
                 self.pool.recycle(packet);
             }
-            Ok(PacketType::Data | PacketType::Control) => {
+            Ok(
+                packet_type @ (PacketType::Data | PacketType::Control | PacketType::DataWithFrames),
+            ) => {
                 let header = match TransportHeader::parse(packet.bytes()) {
                     Ok(header) => header,
                     Err(error) => {
@@ -348,23 +370,17 @@ impl Engine for ClientCore {
                     );
                 };
                 session.on_authenticated(now, index, &received, wire_len, false);
-                if header.packet_type == PacketType::Data {
-                    session.handle_data(now, index, packet, None, &mut self.pool, &mut self.drops);
-                    session.drain_releasable(now, &mut self.deliver);
-                } else {
-                    session.handle_control(
-                        now,
-                        index,
-                        &packet,
-                        &mut self.pool,
-                        &mut self.drops,
-                        out,
-                    );
-                    self.pool.recycle(packet);
-                    if session.peer_closed {
-                        self.end_session(now, "the server closed it");
-                        self.next_handshake_at = now + self.settings.handshake_retry;
-                    }
+                let context = ReceiveContext {
+                    pool: &mut self.pool,
+                    drops: &mut self.drops,
+                    deliver: &mut self.deliver,
+                    out,
+                    allowed_sources: None,
+                };
+                session.handle_transport(now, index, packet_type, packet, context);
+                if session.peer_closed {
+                    self.end_session(now, "the server closed it");
+                    self.next_handshake_at = now + self.settings.handshake_retry;
                 }
             }
             Ok(PacketType::HandshakeInit) | Err(_) => {
@@ -375,6 +391,19 @@ impl Engine for ClientCore {
                     &format_args!("unexpected datagram from {}", received.from),
                 );
             }
+        }
+    }
+
+    fn flush_acks(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        if let Some(session) = &mut self.session {
+            session.send_due_acks(now, false, &mut self.pool, out);
+        }
+    }
+
+    fn on_transmitted(&mut self, outgoing: Outgoing) {
+        match &mut self.session {
+            Some(session) => session.on_transmitted(outgoing, &mut self.pool),
+            None => self.pool.recycle(outgoing.packet),
         }
     }
 
@@ -400,7 +429,13 @@ impl Engine for ClientCore {
                     self.end_session(now, &format!("nothing from the server for {silent} ms"));
                     self.start_handshake(now, out);
                 } else {
-                    session.handle_timeout(now, &mut self.pool, &mut self.deliver, out);
+                    session.handle_timeout(
+                        now,
+                        &mut self.pool,
+                        &mut self.deliver,
+                        &mut self.drops,
+                        out,
+                    );
                 }
             }
             None => {
@@ -429,9 +464,6 @@ impl Engine for ClientCore {
             .find(|path| path.socket == socket)
         {
             path.socket_open = open;
-            if !open {
-                path.state = PathState::Down;
-            }
         }
     }
 
@@ -459,7 +491,7 @@ impl Engine for ClientCore {
             None => self
                 .paths()
                 .iter()
-                .map(|path| super::PathReport::new(path, now))
+                .map(|path| super::PathReport::new(path, now, self.settings.session.path_timeout))
                 .collect(),
         };
         Report::new(

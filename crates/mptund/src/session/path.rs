@@ -1,13 +1,40 @@
-//! One path of a session as the protocol core sees it: where it leads, whether it is
-//! alive, what it measured and counted.
+//! One path of a session as the protocol core sees it: where it leads, its probe
+//! (RTT, one-way delay, delivery rate, loss, congestion window, liveness), what it has
+//! received and must acknowledge, and the data datagrams still in flight on it.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use mptund_probe::{PathCounters, PathStats, RttEstimator};
-use mptund_sched::{PathId, PathState};
+use mptund_probe::{
+    build_controller, AckTracker, AnyController, Controller, Liveness, LostPacket, Pacer,
+    PathCounters, PathProbe, PathStats,
+};
+use mptund_sched::{PathId, PathState, PathView};
 
-#[derive(Clone, Debug)]
+use super::budget::ProbeBudget;
+use super::SessionSettings;
+use crate::buffers::{BufferPool, Packet};
+
+/// How a path is probed when idle or in doubt.
+#[derive(Clone, Copy, Debug)]
+pub struct PathSettings {
+    /// An idle, healthy path is pinged this often (keeps NAT mappings and the RTT fresh).
+    pub keepalive_interval: Duration,
+    /// A suspect or down path is pinged this often until it answers.
+    pub probe_interval: Duration,
+    /// Bytes per hour that probes on this path may cost; `None` for no limit.
+    pub probe_budget_bytes_per_hour: Option<u64>,
+}
+
+/// A sealed data datagram kept until its path acknowledges it, so that it can be
+/// re-sent on another path if this one loses it.
+#[derive(Debug)]
+struct Kept {
+    packet_number: u32,
+    packet: Packet,
+}
+
 pub struct SessionPath {
     pub id: PathId,
     /// Human-readable name: the client's configured name, `path<id>` on the server.
@@ -22,12 +49,32 @@ pub struct SessionPath {
     /// Client: whether the path's socket is open (its interface exists).
     pub socket_open: bool,
     pub backup: bool,
-    pub state: PathState,
+    pub probe: PathProbe<AnyController>,
+    /// Packets received on this path and not yet acknowledged.
+    pub acks: AckTracker,
+    pub ack_immediately: bool,
+    pacer: Pacer,
+    /// When the pacer next lets a packet go, as of the last view (for timers).
+    pacing_ready_at: Option<Instant>,
+    kept: VecDeque<Kept>,
     next_packet_number: u32,
     pub last_received: Option<Instant>,
-    pub last_ping: Option<Instant>,
-    pub rtt: RttEstimator,
+    pub last_probe: Option<Instant>,
+    settings: PathSettings,
+    budget: ProbeBudget,
     pub counters: PathCounters,
+    /// Data datagrams of this path that were re-sent elsewhere.
+    pub reinjected_away: u64,
+}
+
+/// RFC 9002 section 6.2.2: the RTT assumed before the first sample.
+const INITIAL_RTT: Duration = Duration::from_millis(333);
+
+fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
+    let datagram = session.probe.max_datagram_size;
+    let controller = build_controller(&session.congestion_controller, datagram)
+        .unwrap_or_else(|_| build_controller("cubic", datagram).expect("cubic is built in"));
+    PathProbe::new(now, session.probe, controller)
 }
 
 impl SessionPath {
@@ -38,6 +85,9 @@ impl SessionPath {
         socket: usize,
         remote: SocketAddr,
         backup: bool,
+        now: Instant,
+        settings: &PathSettings,
+        session: &SessionSettings,
     ) -> Self {
         Self {
             id,
@@ -47,21 +97,31 @@ impl SessionPath {
             local_ip: None,
             socket_open: false,
             backup,
-            state: PathState::Down,
+            probe: new_probe(now, session),
+            acks: AckTracker::new(session.probe.max_ack_delay),
+            ack_immediately: false,
+            pacer: Pacer::new(session.probe.max_datagram_size),
+            pacing_ready_at: None,
+            kept: VecDeque::with_capacity(1024),
             next_packet_number: 0,
             last_received: None,
-            last_ping: None,
-            rtt: RttEstimator::new(),
+            last_probe: None,
+            settings: *settings,
+            budget: ProbeBudget::new(now, settings.probe_budget_bytes_per_hour),
             counters: PathCounters::default(),
+            reinjected_away: 0,
         }
     }
 
     /// A server path, learned from the first authenticated datagram carrying its id.
-    pub fn learned(id: PathId, now: Instant) -> Self {
+    pub fn learned(
+        id: PathId,
+        now: Instant,
+        settings: &PathSettings,
+        session: &SessionSettings,
+    ) -> Self {
         Self {
             socket_open: true,
-            state: PathState::Up,
-            last_received: Some(now),
             remote: None,
             ..Self::configured(
                 id,
@@ -69,8 +129,28 @@ impl SessionPath {
                 0,
                 SocketAddr::from(([0, 0, 0, 0], 0)),
                 false,
+                now,
+                settings,
+                session,
             )
         }
+    }
+
+    /// Starts afresh for a new session: estimators, acknowledgements and kept
+    /// datagrams belong to the old session's keys and packet numbers.
+    pub fn reset_for_session(
+        &mut self,
+        now: Instant,
+        session: &SessionSettings,
+        pool: &mut BufferPool,
+    ) {
+        self.recycle_in_flight(pool);
+        self.probe = new_probe(now, session);
+        self.acks = AckTracker::new(session.probe.max_ack_delay);
+        self.ack_immediately = false;
+        self.pacer = Pacer::new(session.probe.max_datagram_size);
+        self.last_received = None;
+        self.last_probe = None;
     }
 
     pub fn take_packet_number(&mut self) -> u32 {
@@ -79,11 +159,78 @@ impl SessionPath {
         number
     }
 
-    pub fn on_sent(&mut self, wire_len: usize, data: bool) {
+    /// The packet number a datagram that elicits no acknowledgement carries: it does
+    /// not consume one, so it leaves no gap in what the receiver acknowledges.
+    pub fn peek_packet_number(&self) -> u32 {
+        self.next_packet_number
+    }
+
+    /// Records a datagram handed to the socket. Eliciting datagrams (data, pings) are
+    /// tracked by the probe; acknowledgement-only ones are not. `backlog` says whether
+    /// more data is waiting for a path.
+    pub fn on_sent(
+        &mut self,
+        now: Instant,
+        packet_number: u32,
+        wire_len: usize,
+        seq: Option<u32>,
+        eliciting: bool,
+        backlog: bool,
+    ) {
         self.counters.sent_packets += 1;
         self.counters.sent_bytes += wire_len as u64;
-        if data {
+        if seq.is_some() {
             self.counters.sent_data_packets += 1;
+        }
+        if eliciting {
+            // RFC 7661 section 4: a window less than half used, with nothing waiting,
+            // is not validated by this flight; the inner flow, not the path, sets the
+            // pace, so neither the window nor the rate estimate may grow from it.
+            let in_flight = self.probe.bytes_in_flight() + wire_len as u64;
+            let app_limited = !backlog && in_flight < self.probe.window() / 2;
+            self.probe
+                .on_sent(now, packet_number, wire_len as u64, seq, app_limited);
+            self.pacer.on_sent(now, wire_len as u64);
+        }
+    }
+
+    /// Keeps a sent data datagram until it is acknowledged or lost.
+    pub fn keep(&mut self, packet_number: u32, packet: Packet) {
+        self.kept.push_back(Kept {
+            packet_number,
+            packet,
+        });
+    }
+
+    /// Takes the kept datagram with this packet number (declared lost).
+    pub fn take_kept(&mut self, packet_number: u32) -> Option<Packet> {
+        let index = self
+            .kept
+            .iter()
+            .position(|kept| kept.packet_number == packet_number)?;
+        self.kept.remove(index).map(|kept| kept.packet)
+    }
+
+    /// Returns the kept datagrams sent before the oldest packet still in flight: they
+    /// were acknowledged (lost ones were taken out when declared lost).
+    pub fn release_acknowledged(&mut self, pool: &mut BufferPool) {
+        let oldest = self.probe.oldest_in_flight();
+        while let Some(front) = self.kept.front() {
+            // Serial-number comparison: packet numbers wrap.
+            let settled =
+                oldest.is_none_or(|oldest| (oldest.wrapping_sub(front.packet_number) as i32) > 0);
+            if !settled {
+                break;
+            }
+            if let Some(kept) = self.kept.pop_front() {
+                pool.recycle(kept.packet);
+            }
+        }
+    }
+
+    pub fn recycle_in_flight(&mut self, pool: &mut BufferPool) {
+        for kept in self.kept.drain(..) {
+            pool.recycle(kept.packet);
         }
     }
 
@@ -91,55 +238,133 @@ impl SessionPath {
         self.counters.received_packets += 1;
         self.counters.received_bytes += wire_len as u64;
         self.last_received = Some(now);
-        if self.state != PathState::Up {
-            tracing::info!(session, path = %self.name, "path up");
-            self.state = PathState::Up;
+        if let Some((from, to)) = self.probe.on_heard(now) {
+            self.log_transition(from, to, session);
         }
     }
 
-    /// When the path will be declared down if nothing arrives before: a path that never
-    /// answered is given one timeout from its first ping.
-    pub fn down_deadline(&self, path_timeout: Duration) -> Option<Instant> {
-        match (self.state, self.last_received.or(self.last_ping)) {
-            (PathState::Up, Some(last)) => Some(last + path_timeout),
-            _ => None,
+    pub fn log_transition(&self, from: Liveness, to: Liveness, session: u32) {
+        match to {
+            Liveness::Active => tracing::info!(session, path = %self.name, ?from, "path up"),
+            Liveness::Down => tracing::warn!(session, path = %self.name, ?from, "path down"),
+            _ => tracing::debug!(session, path = %self.name, ?from, ?to, "path liveness"),
         }
     }
 
-    pub fn check_liveness(&mut self, now: Instant, path_timeout: Duration, session: u32) {
-        if let Some(deadline) = self.down_deadline(path_timeout) {
-            if now >= deadline {
-                tracing::warn!(session, path = %self.name, silent_ms = path_timeout.as_millis() as u64, "path down");
-                self.state = PathState::Down;
-            }
+    /// Silent for longer than the hard timeout, whatever the RTT-based liveness says.
+    fn silent(&self, now: Instant, path_timeout: Duration) -> bool {
+        self.last_received
+            .is_some_and(|last| now.saturating_duration_since(last) >= path_timeout)
+    }
+
+    /// The hard silence timeout needs no timer: `scheduler_state` applies it whenever
+    /// the path is looked at.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.probe.poll_timeout(), self.acks.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Declares losses (into `lost`) and liveness changes that are due. Returns true
+    /// when the path just went down: everything in flight should move elsewhere.
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        lost: &mut Vec<LostPacket>,
+        session: u32,
+    ) -> bool {
+        let transition = self.probe.handle_timeout(now, lost);
+        if let Some((from, to)) = transition {
+            self.log_transition(from, to, session);
+        }
+        matches!(transition, Some((_, Liveness::Down)))
+    }
+
+    /// The state the scheduler sees: a path is only usable with an open socket, an
+    /// address to send to, and a peer that has been heard recently.
+    pub fn scheduler_state(&self, now: Instant, path_timeout: Duration) -> PathState {
+        if !self.socket_open || self.remote.is_none() || self.silent(now, path_timeout) {
+            return PathState::Down;
+        }
+        match self.probe.liveness() {
+            Liveness::Active => PathState::Up,
+            Liveness::Suspect => PathState::Suspect,
+            Liveness::Down | Liveness::Probing => PathState::Down,
         }
     }
 
-    /// When an idle path is due for a keepalive ping: one interval after the later of
-    /// the last datagram received and the last ping sent.
-    pub fn next_keepalive(&self, interval: Duration, session_start: Instant) -> Instant {
-        let last_activity = match (self.last_received, self.last_ping) {
-            (Some(received), Some(ping)) => received.max(ping),
-            (Some(at), None) | (None, Some(at)) => at,
-            (None, None) => return session_start,
-        };
-        last_activity + interval
-    }
-
-    /// The state the scheduler sees: a path is only usable with an open socket and an
-    /// address to send to.
-    pub fn scheduler_state(&self, _now: Instant) -> PathState {
-        if self.socket_open && self.remote.is_some() {
-            self.state
+    /// The scheduler's view of this path for a packet of `len` bytes.
+    pub fn view(&mut self, now: Instant, path_timeout: Duration, len: usize) -> PathView {
+        let mut view = PathView::new(self.id, self.scheduler_state(now, path_timeout));
+        view.backup = self.backup;
+        view.srtt = self.probe.rtt.smoothed();
+        view.min_rtt = self.probe.rtt.min();
+        // Without synchronised clocks the forward delay is estimated as half the
+        // minimum RTT plus the queuing delay the one-way-delay samples show.
+        view.one_way_delay = view
+            .min_rtt
+            .map(|min| min / 2 + self.probe.queuing_delay().unwrap_or_default());
+        view.cwnd_bytes = Some(self.probe.window());
+        view.bytes_in_flight = self.probe.bytes_in_flight();
+        view.delivery_rate_bps = self
+            .probe
+            .delivery_rate()
+            .map(|bytes| bytes.saturating_mul(8));
+        view.loss_rate = Some(self.probe.loss_rate() as f32);
+        // Only a path that could otherwise take the packet waits for its pacer; a pacer
+        // time that is already here means ready (rounding must not make a timer spin).
+        let sendable = view.state == PathState::Up && view.has_window_room(len);
+        self.pacing_ready_at = if sendable {
+            self.pacing_delay(now, len).filter(|&at| at > now)
         } else {
-            PathState::Down
+            None
+        };
+        view.pacing_ready = self.pacing_ready_at.is_none();
+        view
+    }
+
+    /// When the pacer lets a packet of `len` bytes go, if not now.
+    fn pacing_delay(&mut self, now: Instant, len: usize) -> Option<Instant> {
+        let srtt = self.probe.rtt.smoothed().unwrap_or(INITIAL_RTT);
+        let rate = self.probe.controller().pacing_rate();
+        let window = self.probe.window();
+        self.pacer.delay(now, len as u64, window, srtt, rate)
+    }
+
+    /// When the pacer blocked the last packet this path was offered, until then.
+    pub fn pacing_ready_at(&self) -> Option<Instant> {
+        self.pacing_ready_at
+    }
+
+    /// When this path next wants a probe ping: an idle healthy path every keepalive
+    /// interval, a suspect or down one every probe interval.
+    pub fn next_keepalive(&self, session_start: Instant) -> Instant {
+        let interval = match self.probe.liveness() {
+            Liveness::Active => self.settings.keepalive_interval,
+            _ => self.settings.probe_interval,
+        };
+        let last_activity = [self.last_received, self.last_probe]
+            .into_iter()
+            .flatten()
+            .max();
+        match (self.probe.liveness(), last_activity) {
+            (_, None) => session_start,
+            (Liveness::Active, Some(last)) => last + interval,
+            (_, Some(_)) => self
+                .last_probe
+                .map_or(session_start, |probe| probe + interval),
         }
+    }
+
+    /// Whether the probe budget allows a probe of `wire_len` bytes now; spends it if so.
+    pub fn spend_probe_budget(&mut self, now: Instant, wire_len: usize) -> bool {
+        self.budget.try_spend(now, wire_len as u64)
     }
 
     pub fn stats(&self, now: Instant) -> PathStats {
-        let since = self
-            .last_received
-            .map(|last| now.saturating_duration_since(last));
-        PathStats::new(self.counters, &self.rtt, since)
+        let mut stats = self.probe.stats(now);
+        stats.counters = self.counters;
+        stats
     }
 }

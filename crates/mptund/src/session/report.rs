@@ -25,6 +25,12 @@ pub struct SessionReport {
     pub age_ms: u64,
     pub paths: Vec<PathReport>,
     pub reorder: ReorderReport,
+    /// Data datagrams re-sent on another path after theirs lost them.
+    pub reinjected: u64,
+    /// Inner packets that waited because every path was full, and those dropped.
+    pub queued: u64,
+    pub standalone_acks: u64,
+    pub piggybacked_acks: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -39,7 +45,7 @@ pub struct ReorderReport {
     pub too_old: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct PathReport {
     pub id: u8,
     pub name: String,
@@ -53,19 +59,32 @@ pub struct PathReport {
     pub received_data_packets: u64,
     pub send_errors: u64,
     pub srtt_ms: Option<f64>,
+    pub rtt_variance_ms: f64,
     pub min_rtt_ms: Option<f64>,
     pub since_last_received_ms: Option<u64>,
+    /// Liveness as the probe sees it: active, suspect, down, probing.
+    pub liveness: String,
+    pub cwnd_bytes: u64,
+    pub bytes_in_flight: u64,
+    pub delivery_rate_mbit: Option<f64>,
+    pub queuing_delay_ms: Option<f64>,
+    pub owd_trend_us_per_s: Option<f64>,
+    pub loss_rate: f64,
+    pub lost_packets: u64,
+    /// Data datagrams of this path re-sent on another path.
+    pub reinjected_away: u64,
 }
 
 impl PathReport {
-    pub fn new(path: &SessionPath, now: Instant) -> Self {
+    pub fn new(path: &SessionPath, now: Instant, path_timeout: std::time::Duration) -> Self {
         let stats = path.stats(now);
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         Self {
             id: path.id.0,
             name: path.name.clone(),
-            state: match path.scheduler_state(now) {
+            state: match path.scheduler_state(now, path_timeout) {
                 mptund_sched::PathState::Up => "up",
+                mptund_sched::PathState::Suspect => "suspect",
                 _ => "down",
             },
             remote: path.remote.map(|remote| remote.to_string()),
@@ -77,7 +96,17 @@ impl PathReport {
             received_data_packets: stats.counters.received_data_packets,
             send_errors: stats.counters.send_errors,
             srtt_ms: stats.rtt.map(ms),
+            rtt_variance_ms: ms(stats.rtt_variance),
             min_rtt_ms: stats.min_rtt.map(ms),
+            liveness: format!("{:?}", stats.liveness).to_lowercase(),
+            cwnd_bytes: stats.cwnd,
+            bytes_in_flight: stats.bytes_in_flight,
+            delivery_rate_mbit: stats.delivery_rate.map(|bytes| bytes as f64 * 8.0 / 1e6),
+            queuing_delay_ms: stats.queuing_delay.map(ms),
+            owd_trend_us_per_s: stats.owd_trend_us_per_s,
+            loss_rate: stats.loss_rate,
+            lost_packets: stats.lost_packets,
+            reinjected_away: path.reinjected_away,
             since_last_received_ms: stats.since_last_received.map(|d| d.as_millis() as u64),
         }
     }
@@ -95,7 +124,7 @@ impl SessionReport {
             paths: session
                 .paths
                 .iter()
-                .map(|path| PathReport::new(path, now))
+                .map(|path| PathReport::new(path, now, session.path_timeout()))
                 .collect(),
             reorder: ReorderReport {
                 buffered: session.reorder_len(),
@@ -107,6 +136,10 @@ impl SessionReport {
                 duplicates: reorder.duplicates,
                 too_old: reorder.too_old,
             },
+            reinjected: session.counters.reinjected,
+            queued: session.counters.queued,
+            standalone_acks: session.counters.standalone_acks,
+            piggybacked_acks: session.counters.piggybacked_acks,
         }
     }
 }
@@ -137,7 +170,7 @@ impl Report {
         for session in &self.sessions {
             for path in &session.paths {
                 lines.push(format!(
-                    "peer={} path={} state={} tx={}pkt/{}B rx={}pkt/{}B srtt={} send_errors={}",
+                    "peer={} path={} state={} tx={}pkt/{}B rx={}pkt/{}B srtt={} cwnd={}B lost={} send_errors={}",
                     session.peer,
                     path.name,
                     path.state,
@@ -147,6 +180,8 @@ impl Report {
                     path.received_bytes,
                     path.srtt_ms
                         .map_or("-".to_owned(), |ms| format!("{ms:.1}ms")),
+                    path.cwnd_bytes,
+                    path.lost_packets,
                     path.send_errors,
                 ));
             }

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use mptund_sched::{build_scheduler, PathId};
 
+use super::receive::ReceiveContext;
 use super::{
-    inner, random_session_id, Engine, Outgoing, Received, Report, Session, SessionReport,
-    SessionSettings,
+    inner, random_session_id, Engine, Outgoing, PathSettings, Received, Report, Session,
+    SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
 use crate::config::IpNet;
@@ -33,6 +34,8 @@ pub struct ServerSettings {
     pub private_key: PrivateKey,
     pub peers: Vec<PeerSettings>,
     pub session: SessionSettings,
+    /// How the server probes the paths it learns (it only answers; the client probes).
+    pub path: PathSettings,
     /// A session with nothing received for this long is forgotten.
     pub session_idle_timeout: Duration,
 }
@@ -56,6 +59,7 @@ pub struct ServerCore {
     routes: Vec<(IpNet, usize)>,
     sessions: HashMap<SessionId, PeerSession>,
     session_settings: SessionSettings,
+    path_settings: PathSettings,
     session_idle_timeout: Duration,
     pool: BufferPool,
     deliver: VecDeque<Packet>,
@@ -86,6 +90,7 @@ impl ServerCore {
             routes,
             sessions: HashMap::new(),
             session_settings: settings.session,
+            path_settings: settings.path,
             session_idle_timeout: settings.session_idle_timeout,
             pool,
             deliver: VecDeque::with_capacity(1024),
@@ -198,7 +203,7 @@ impl ServerCore {
             false,
         );
         let index = session
-            .path_for(path_id, true, now)
+            .path_for(path_id, Some(&self.path_settings), now)
             .expect("a new session has room for a path");
         session.on_authenticated(now, index, &received, packet.len(), true);
         tracing::info!(peer = %peer.settings.name, session = local_id.0, from = %received.from, "session established");
@@ -215,6 +220,7 @@ impl ServerCore {
             destination: received.from,
             source_ip: received.local_ip,
             path: path_id,
+            keep_as: None,
             packet: response,
         });
     }
@@ -280,7 +286,7 @@ impl Engine for ServerCore {
                 &format_args!("peer {} has no session", self.peers[peer].settings.name),
             );
         };
-        if packet.len() > entry.session.max_inner_len {
+        if packet.len() > entry.session.max_inner_len() {
             let len = packet.len();
             self.pool.recycle(packet);
             return self.drops.record(
@@ -307,7 +313,9 @@ impl Engine for ServerCore {
                 self.handle_init(now, received, &packet, out);
                 self.pool.recycle(packet);
             }
-            Ok(PacketType::Data | PacketType::Control) => {
+            Ok(
+                packet_type @ (PacketType::Data | PacketType::Control | PacketType::DataWithFrames),
+            ) => {
                 let header = match TransportHeader::parse(packet.bytes()) {
                     Ok(header) => header,
                     Err(error) => {
@@ -333,40 +341,28 @@ impl Engine for ServerCore {
                     );
                 }
                 // Only now, authenticated and fresh, may the datagram move the path.
-                let Some(index) = session.path_for(PathId(header.path_id), true, now) else {
+                let Some(index) =
+                    session.path_for(PathId(header.path_id), Some(&self.path_settings), now)
+                else {
                     self.pool.recycle(packet);
                     return self
                         .drops
                         .record(now, DropReason::Malformed, &"too many paths");
                 };
                 session.on_authenticated(now, index, &received, wire_len, true);
-                if header.packet_type == PacketType::Data {
-                    let allowed = &self.peers[entry.peer].settings.allowed_ips;
-                    session.handle_data(
-                        now,
-                        index,
-                        packet,
-                        Some(allowed),
-                        &mut self.pool,
-                        &mut self.drops,
-                    );
-                    session.drain_releasable(now, &mut self.deliver);
-                } else {
-                    session.handle_control(
-                        now,
-                        index,
-                        &packet,
-                        &mut self.pool,
-                        &mut self.drops,
-                        out,
-                    );
-                    self.pool.recycle(packet);
-                    if session.peer_closed && session.closed_at.is_none() {
-                        // The client says goodbye on every path; the session lingers so
-                        // the other copies are not counted as unknown.
-                        session.closed_at = Some(now);
-                        tracing::info!(peer = %self.peers[entry.peer].settings.name, session = session.local_id.0, "client closed the session");
-                    }
+                let context = ReceiveContext {
+                    pool: &mut self.pool,
+                    drops: &mut self.drops,
+                    deliver: &mut self.deliver,
+                    out,
+                    allowed_sources: Some(&self.peers[entry.peer].settings.allowed_ips),
+                };
+                session.handle_transport(now, index, packet_type, packet, context);
+                if session.peer_closed && session.closed_at.is_none() {
+                    // The client says goodbye on every path; the session lingers so
+                    // the other copies are not counted as unknown.
+                    session.closed_at = Some(now);
+                    tracing::info!(peer = %self.peers[entry.peer].settings.name, session = session.local_id.0, "client closed the session");
                 }
             }
             Ok(PacketType::HandshakeResponse) | Err(_) => {
@@ -377,6 +373,27 @@ impl Engine for ServerCore {
                     &format_args!("unexpected datagram from {}", received.from),
                 );
             }
+        }
+    }
+
+    fn flush_acks(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        for entry in self.sessions.values_mut() {
+            entry.session.send_due_acks(now, false, &mut self.pool, out);
+        }
+    }
+
+    fn on_transmitted(&mut self, outgoing: Outgoing) {
+        // The datagram's path id names the session's path; the session is found by
+        // the peer the datagram went to.
+        let session =
+            self.sessions.values_mut().find(|entry| {
+                entry.session.paths.iter().any(|path| {
+                    path.id == outgoing.path && path.remote == Some(outgoing.destination)
+                })
+            });
+        match session {
+            Some(entry) => entry.session.on_transmitted(outgoing, &mut self.pool),
+            None => self.pool.recycle(outgoing.packet),
         }
     }
 
@@ -400,9 +417,13 @@ impl Engine for ServerCore {
             if now >= Self::expiry_of(&entry.session, self.session_idle_timeout) {
                 expired.push(*id);
             } else {
-                entry
-                    .session
-                    .handle_timeout(now, &mut self.pool, &mut self.deliver, out);
+                entry.session.handle_timeout(
+                    now,
+                    &mut self.pool,
+                    &mut self.deliver,
+                    &mut self.drops,
+                    out,
+                );
             }
         }
         for id in expired {

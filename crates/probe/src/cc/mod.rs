@@ -2,6 +2,23 @@
 //! `congestion::Controller`: the path tells its controller what it sent, what was
 //! acknowledged and when congestion was detected; the controller answers with a window
 //! (and, optionally, a pacing rate).
+//!
+//! Controllers: [`Cubic`] (RFC 9438, loss-based, the default for wired-like paths) and
+//! [`DelayRate`] (BBR-style rate × min RTT window with a queuing-delay guard, for deep
+//! cellular buffers), chosen by name with [`build_controller`] and held in
+//! [`AnyController`]. [`Pacer`] spreads each path's window over its round trip.
+//!
+//! Feeding a controller (all times from the caller's clock):
+//! - `on_sent` for every datagram, after adding it to `bytes_in_flight`.
+//! - `on_ack` once per newly acknowledged datagram, with its send time, after the
+//!   [`RttEstimator`] took the RTT sample, and with [`AckSignals`]: the delivery rate
+//!   sample (needed by `DelayRate`), `app_limited` when the path had less to send than
+//!   its window allowed when that datagram left, and the one-way queuing delay if known.
+//! - `on_congestion_event` once per loss-detection pass that declared losses (or an ECN
+//!   mark), with the send time of the newest lost datagram; both controllers ignore
+//!   events for datagrams sent before their last reduction. Set `persistent` when RFC
+//!   9002 §7.6 persistent congestion is declared (losses spanning more than
+//!   3 × PTO): it collapses the window to the minimum.
 
 use std::time::{Duration, Instant};
 
@@ -26,9 +43,22 @@ pub trait Controller {
     /// `bytes` left on the path; `bytes_in_flight` includes them.
     fn on_sent(&mut self, _now: Instant, _bytes: u64, _bytes_in_flight: u64) {}
     /// `bytes` newly acknowledged, of a packet sent at `sent`.
-    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, rtt: &RttEstimator, signals: &AckSignals);
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        rtt: &RttEstimator,
+        signals: &AckSignals,
+    );
     /// Loss (or an ECN mark) of a packet sent at `sent`; one call per congestion event.
-    fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64);
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        persistent: bool,
+        lost_bytes: u64,
+    );
     /// The congestion window in bytes.
     fn window(&self) -> u64;
     /// The window a fresh path starts with.
@@ -36,5 +66,159 @@ pub trait Controller {
     /// Pacing rate in bytes per second; `None` lets the pacer derive one from the window.
     fn pacing_rate(&self) -> Option<u64> {
         None
+    }
+}
+
+mod cubic;
+mod delay_rate;
+mod pacer;
+#[cfg(test)]
+mod test_link;
+
+pub use cubic::{cubic_k, w_cubic, Cubic};
+pub use delay_rate::{DelayRate, DelayRateState};
+pub use pacer::Pacer;
+
+/// The names [`build_controller`] accepts, as written in the configuration.
+pub const CONTROLLER_NAMES: &[&str] = &["cubic", "delay-rate"];
+
+/// A controller chosen by name at start; enum dispatch keeps the per-packet calls
+/// static (no `Box<dyn Controller>` on the hot path).
+#[derive(Clone, Debug)]
+pub enum AnyController {
+    Cubic(Cubic),
+    DelayRate(DelayRate),
+}
+
+impl Controller for AnyController {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Cubic(inner) => inner.name(),
+            Self::DelayRate(inner) => inner.name(),
+        }
+    }
+
+    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64) {
+        match self {
+            Self::Cubic(inner) => inner.on_sent(now, bytes, bytes_in_flight),
+            Self::DelayRate(inner) => inner.on_sent(now, bytes, bytes_in_flight),
+        }
+    }
+
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        rtt: &RttEstimator,
+        signals: &AckSignals,
+    ) {
+        match self {
+            Self::Cubic(inner) => inner.on_ack(now, sent, bytes, rtt, signals),
+            Self::DelayRate(inner) => inner.on_ack(now, sent, bytes, rtt, signals),
+        }
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        persistent: bool,
+        lost_bytes: u64,
+    ) {
+        match self {
+            Self::Cubic(inner) => inner.on_congestion_event(now, sent, persistent, lost_bytes),
+            Self::DelayRate(inner) => inner.on_congestion_event(now, sent, persistent, lost_bytes),
+        }
+    }
+
+    fn window(&self) -> u64 {
+        match self {
+            Self::Cubic(inner) => inner.window(),
+            Self::DelayRate(inner) => inner.window(),
+        }
+    }
+
+    fn initial_window(&self) -> u64 {
+        match self {
+            Self::Cubic(inner) => inner.initial_window(),
+            Self::DelayRate(inner) => inner.initial_window(),
+        }
+    }
+
+    fn pacing_rate(&self) -> Option<u64> {
+        match self {
+            Self::Cubic(inner) => inner.pacing_rate(),
+            Self::DelayRate(inner) => inner.pacing_rate(),
+        }
+    }
+}
+
+/// A controller name that is not one of [`CONTROLLER_NAMES`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownController {
+    /// The name as given.
+    pub name: String,
+}
+
+impl std::fmt::Display for UnknownController {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "unknown congestion controller {:?}: use one of {}",
+            self.name,
+            CONTROLLER_NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownController {}
+
+/// Builds the controller called `name` for a path whose datagrams are at most
+/// `max_datagram_size` bytes.
+pub fn build_controller(
+    name: &str,
+    max_datagram_size: u64,
+) -> Result<AnyController, UnknownController> {
+    match name {
+        "cubic" => Ok(AnyController::Cubic(Cubic::new(max_datagram_size))),
+        "delay-rate" => Ok(AnyController::DelayRate(DelayRate::new(max_datagram_size))),
+        _ => Err(UnknownController {
+            name: name.to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_every_listed_name() {
+        for &name in CONTROLLER_NAMES {
+            let controller = build_controller(name, 1200).expect("listed name builds");
+            assert_eq!(controller.name(), name);
+            assert_eq!(controller.window(), controller.initial_window());
+        }
+    }
+
+    #[test]
+    fn unknown_name_lists_the_valid_ones() {
+        let error = build_controller("bbr", 1200).unwrap_err();
+        assert_eq!(error.name, "bbr");
+        assert_eq!(
+            error.to_string(),
+            "unknown congestion controller \"bbr\": use one of cubic, delay-rate"
+        );
+    }
+
+    #[test]
+    fn dispatch_reaches_the_inner_controller() {
+        let t0 = Instant::now();
+        let mut controller = build_controller("cubic", 1200).unwrap();
+        let before = controller.window();
+        controller.on_congestion_event(t0, t0, false, 1200);
+        assert_eq!(controller.window(), before * 7 / 10);
+        assert_eq!(controller.pacing_rate(), None);
     }
 }

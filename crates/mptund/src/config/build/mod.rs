@@ -13,15 +13,19 @@ use toml::de::DeTable;
 use super::error::{self, ConfigError, Mode, Source};
 use super::keys::{decode_key, public_key_of, KEY_LEN};
 use super::raw::{
-    RawClient, RawLog, RawPath, RawPeer, RawReorder, RawScheduler, RawServer, RawTimers, RawTun, Sp,
+    RawClient, RawCongestion, RawLog, RawPath, RawPeer, RawReorder, RawScheduler, RawServer,
+    RawTimers, RawTun, Sp,
 };
 use super::suggest;
 use super::{
-    ClientConfig, Config, IpNet, Loaded, LogConfig, PathConfig, PeerConfig, ReorderConfig,
-    SchedulerConfig, ServerConfig, Timers, TunConfig, DEFAULT_HANDSHAKE_RETRY,
-    DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_PATH_TIMEOUT, DEFAULT_REORDER_CAPACITY_PACKETS,
-    DEFAULT_REORDER_HOLD, DEFAULT_SCHEDULER, DEFAULT_SESSION_IDLE_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
-    DEFAULT_STATS_INTERVAL, KNOWN_SCHEDULERS, MAX_PATHS,
+    ClientConfig, Config, CongestionConfig, IpNet, Loaded, LogConfig, PathConfig, PeerConfig,
+    ReorderConfig, SchedulerConfig, ServerConfig, Timers, TunConfig,
+    DEFAULT_BACKUP_KEEPALIVE_INTERVAL, DEFAULT_CONTROLLER, DEFAULT_HANDSHAKE_RETRY,
+    DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_MAX_ACK_DELAY, DEFAULT_PATH_TIMEOUT,
+    DEFAULT_PROBE_INTERVAL, DEFAULT_QUEUE_CAPACITY_PACKETS, DEFAULT_QUEUE_MAX_DELAY,
+    DEFAULT_REORDER_CAPACITY_PACKETS, DEFAULT_REORDER_HOLD, DEFAULT_SCHEDULER,
+    DEFAULT_SESSION_IDLE_TIMEOUT, DEFAULT_SESSION_TIMEOUT, DEFAULT_STATS_INTERVAL,
+    KNOWN_CONTROLLERS, KNOWN_SCHEDULERS, MAX_PATHS,
 };
 
 mod tables;
@@ -277,6 +281,8 @@ impl Validator<'_> {
         }
 
         let paths = self.paths(&raw.path, endpoint)?;
+        let timers = self.timers(&raw.timers)?;
+        let paths = self.path_keepalives(&raw.path, paths, timers.keepalive_interval)?;
         Ok(ClientConfig {
             source: self.src.file.to_path_buf(),
             private_key,
@@ -286,9 +292,47 @@ impl Validator<'_> {
             paths,
             scheduler: self.scheduler(&raw.scheduler)?,
             reorder: self.reorder(&raw.reorder)?,
-            timers: self.timers(&raw.timers)?,
+            congestion: self.congestion(&raw.congestion)?,
+            timers,
             log: self.log(&raw.log)?,
         })
+    }
+
+    /// Each path's keepalive interval (its own, else `[timers]`'s, else the
+    /// backup default) and probe budget.
+    fn path_keepalives(
+        &self,
+        raw: &[Sp<RawPath>],
+        mut paths: Vec<PathConfig>,
+        keepalive_interval: Duration,
+    ) -> Result<Vec<PathConfig>> {
+        for (index, (spanned, path)) in raw.iter().zip(paths.iter_mut()).enumerate() {
+            let raw = spanned.get_ref();
+            let prefix = format!("path[{index}]");
+            let default = if path.backup {
+                DEFAULT_BACKUP_KEEPALIVE_INTERVAL
+            } else {
+                keepalive_interval
+            };
+            path.keepalive_interval = self.millis(
+                raw.keepalive_interval_ms.as_ref(),
+                &format!("{prefix}.keepalive_interval_ms"),
+                100..=600_000,
+                default,
+            )?;
+            if let Some(value) = &raw.probe_budget_bytes_per_hour {
+                let field = format!("{prefix}.probe_budget_bytes_per_hour");
+                let budget = self.integer(
+                    Some(value),
+                    &field,
+                    1_000..=1_000_000_000,
+                    " bytes per hour",
+                    0,
+                )?;
+                path.probe_budget_bytes_per_hour = u64::try_from(budget).ok();
+            }
+        }
+        Ok(paths)
     }
 
     fn paths(
@@ -425,6 +469,9 @@ impl Validator<'_> {
                 source_address,
                 endpoint,
                 backup,
+                // Filled in by `path_keepalives` once `[timers]` is read.
+                keepalive_interval: Duration::ZERO,
+                probe_budget_bytes_per_hour: None,
             });
         }
         if paths.iter().all(|p| p.backup) {
@@ -458,6 +505,7 @@ impl Validator<'_> {
             peers,
             scheduler: self.scheduler(&raw.scheduler)?,
             reorder: self.reorder(&raw.reorder)?,
+            congestion: self.congestion(&raw.congestion)?,
             timers: self.timers(&raw.timers)?,
             log: self.log(&raw.log)?,
         })

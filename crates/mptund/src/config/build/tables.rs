@@ -94,30 +94,75 @@ impl Validator<'_> {
     }
 
     pub(super) fn scheduler(&self, raw: &Option<Sp<RawScheduler>>) -> Result<SchedulerConfig> {
-        let Some(value) = raw.as_ref().and_then(|r| r.get_ref().name.as_ref()) else {
-            return Ok(SchedulerConfig {
-                name: DEFAULT_SCHEDULER.to_string(),
-            });
+        let value = raw.as_ref().and_then(|r| r.get_ref().name.as_ref());
+        let name = self.known_name(
+            value,
+            "scheduler.name",
+            "scheduler",
+            KNOWN_SCHEDULERS,
+            DEFAULT_SCHEDULER,
+        )?;
+        Ok(SchedulerConfig { name })
+    }
+
+    /// An optional name that must be one of `known`, or `default`.
+    fn known_name(
+        &self,
+        value: Option<&Sp<String>>,
+        field: &str,
+        what: &str,
+        known: &[&str],
+        default: &str,
+    ) -> Result<String> {
+        let Some(value) = value else {
+            return Ok(default.to_string());
         };
         let name = value.get_ref();
-        if KNOWN_SCHEDULERS.contains(&name.as_str()) {
-            return Ok(SchedulerConfig { name: name.clone() });
+        if known.contains(&name.as_str()) {
+            return Ok(name.clone());
         }
-        let known: Vec<String> = KNOWN_SCHEDULERS.iter().map(|k| format!("{k:?}")).collect();
-        let hint = match suggest::closest(name, KNOWN_SCHEDULERS.iter().copied()) {
+        let listed: Vec<String> = known.iter().map(|k| format!("{k:?}")).collect();
+        let hint = match suggest::closest(name, known.iter().copied()) {
             Some(candidate) => format!(
-                "did you mean {candidate:?}? known schedulers: {}",
-                known.join(", ")
+                "did you mean {candidate:?}? known {what}s: {}",
+                listed.join(", ")
             ),
-            None => format!("known schedulers: {}", known.join(", ")),
+            None => format!("known {what}s: {}", listed.join(", ")),
         };
         Err(self
-            .error(
-                value.span(),
-                "scheduler.name",
-                format!("unknown scheduler {name:?}"),
-            )
+            .error(value.span(), field, format!("unknown {what} {name:?}"))
             .with_hint(hint))
+    }
+
+    pub(super) fn congestion(&self, raw: &Option<Sp<RawCongestion>>) -> Result<CongestionConfig> {
+        let empty = RawCongestion::default();
+        let congestion = raw.as_ref().map_or(&empty, |c| c.get_ref());
+        let controller = self.known_name(
+            congestion.controller.as_ref(),
+            "congestion.controller",
+            "congestion controller",
+            KNOWN_CONTROLLERS,
+            DEFAULT_CONTROLLER,
+        )?;
+        let capacity = self.integer(
+            congestion.queue_capacity_packets.as_ref(),
+            "congestion.queue_capacity_packets",
+            16..=65_536,
+            " packets",
+            i64::try_from(DEFAULT_QUEUE_CAPACITY_PACKETS).unwrap_or(i64::MAX),
+        )?;
+        let queue_max_delay = self.millis(
+            congestion.queue_max_delay_ms.as_ref(),
+            "congestion.queue_max_delay_ms",
+            1..=10_000,
+            DEFAULT_QUEUE_MAX_DELAY,
+        )?;
+        Ok(CongestionConfig {
+            controller,
+            queue_capacity_packets: usize::try_from(capacity)
+                .unwrap_or(DEFAULT_QUEUE_CAPACITY_PACKETS),
+            queue_max_delay,
+        })
     }
 
     pub(super) fn reorder(&self, raw: &Option<Sp<RawReorder>>) -> Result<ReorderConfig> {
@@ -186,6 +231,18 @@ impl Validator<'_> {
             100..=60_000,
             DEFAULT_HANDSHAKE_RETRY,
         )?;
+        let probe_interval = self.millis(
+            timers.probe_interval_ms.as_ref(),
+            "timers.probe_interval_ms",
+            20..=60_000,
+            DEFAULT_PROBE_INTERVAL,
+        )?;
+        let max_ack_delay = self.millis(
+            timers.max_ack_delay_ms.as_ref(),
+            "timers.max_ack_delay_ms",
+            1..=1_000,
+            DEFAULT_MAX_ACK_DELAY,
+        )?;
 
         // Each mode has its own session timer; the other one is a mistake.
         let (own, other, key, other_key, range, default) = match self.mode {
@@ -240,6 +297,8 @@ impl Validator<'_> {
             keepalive_interval,
             path_timeout,
             handshake_retry,
+            probe_interval,
+            max_ack_delay,
             session_timeout,
             session_idle_timeout,
         })

@@ -1,0 +1,317 @@
+//! The receiving half of a session: datagrams are authenticated and opened in place,
+//! their path learns where the peer is and what to acknowledge, acknowledgements from
+//! the peer drive the path probes, and inner packets are policed and reordered.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use mptund_probe::{AckRanges, AckSummary};
+use mptund_sched::{PathId, RejectReason, SeqNo};
+
+use super::{inner, Outgoing, Received, Session};
+use crate::buffers::{BufferPool, Packet};
+use crate::config::IpNet;
+use crate::counters::{DropCounters, DropReason};
+use crate::wire::{
+    self, AckRangesView, ControlMeta, DataMeta, Frame, PacketType, TransportHeader, DATA_META_LEN,
+    TRANSPORT_HEADER_LEN,
+};
+
+/// What the receiving path needs beyond the datagram: the shared buffers and counters.
+pub(super) struct ReceiveContext<'a> {
+    pub pool: &'a mut BufferPool,
+    pub drops: &'a mut DropCounters,
+    pub deliver: &'a mut VecDeque<Packet>,
+    pub out: &'a mut Vec<Outgoing>,
+    /// Server: the inner source addresses the peer may use.
+    pub allowed_sources: Option<&'a [IpNet]>,
+}
+
+impl Session {
+    /// Authenticates and decrypts a transport datagram in place; afterwards the packet's
+    /// range is the plaintext. The replay window is only advanced for authentic datagrams.
+    pub fn open(
+        &mut self,
+        header: &TransportHeader,
+        packet: &mut Packet,
+    ) -> Result<(), DropReason> {
+        if self.replay.check(header.counter).is_err() {
+            return Err(DropReason::Replayed);
+        }
+        let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
+        header_bytes.copy_from_slice(&packet.bytes()[..TRANSPORT_HEADER_LEN]);
+        let start = packet.start();
+        let end = start + packet.len();
+        let plaintext_len = self
+            .keys
+            .recv
+            .open_in_place(
+                &header_bytes,
+                header.counter,
+                &mut packet.buffer_mut()[start + TRANSPORT_HEADER_LEN..end],
+            )
+            .map_err(|_| DropReason::AuthenticationFailed)?
+            .len();
+        self.replay
+            .check_and_update(header.counter)
+            .map_err(|_| DropReason::Replayed)?;
+        let plaintext_start = start + TRANSPORT_HEADER_LEN;
+        packet.set_range(plaintext_start, plaintext_start + plaintext_len);
+        Ok(())
+    }
+
+    /// Records an authenticated datagram on path `index` and learns where the peer is.
+    pub(super) fn on_authenticated(
+        &mut self,
+        now: Instant,
+        index: usize,
+        received: &Received,
+        wire_len: usize,
+        learn_address: bool,
+    ) {
+        self.last_received = now;
+        let session = self.local_id.0;
+        let path = &mut self.paths[index];
+        if learn_address && path.remote != Some(received.from) {
+            if path.remote.is_some() {
+                tracing::info!(session, path = path.id.0, from = %received.from, "path moved to a new address");
+            }
+            path.remote = Some(received.from);
+            path.local_ip = received.local_ip;
+        }
+        path.on_received(now, wire_len, session);
+    }
+
+    /// Handles an opened transport datagram of `packet_type` that arrived on path
+    /// `index`; `plaintext` is its decrypted body.
+    pub(super) fn handle_transport(
+        &mut self,
+        now: Instant,
+        index: usize,
+        packet_type: PacketType,
+        plaintext: Packet,
+        context: ReceiveContext<'_>,
+    ) {
+        match packet_type {
+            PacketType::Data | PacketType::DataWithFrames => {
+                self.handle_data(now, index, packet_type, plaintext, context)
+            }
+            _ => {
+                self.handle_control(
+                    now,
+                    index,
+                    &plaintext,
+                    context.pool,
+                    context.drops,
+                    context.out,
+                );
+                context.pool.recycle(plaintext);
+            }
+        }
+    }
+
+    fn handle_data(
+        &mut self,
+        now: Instant,
+        index: usize,
+        packet_type: PacketType,
+        mut plaintext: Packet,
+        context: ReceiveContext<'_>,
+    ) {
+        let ReceiveContext {
+            pool,
+            drops,
+            deliver,
+            out,
+            allowed_sources,
+        } = context;
+        let Ok(meta) = DataMeta::parse(plaintext.bytes()) else {
+            pool.recycle(plaintext);
+            return drops.record(
+                now,
+                DropReason::Malformed,
+                &"data datagram without metadata",
+            );
+        };
+        let local_us = self.timestamp_us(now);
+        self.paths[index]
+            .acks
+            .on_received(now, local_us, meta.path_pn, meta.tx_time_us);
+        let after_meta = plaintext.start() + DATA_META_LEN;
+        let end = plaintext.start() + plaintext.len();
+        let inner_start = if packet_type == PacketType::DataWithFrames {
+            let (frames, inner) = match wire::split_piggybacked(&plaintext.bytes()[DATA_META_LEN..])
+            {
+                Ok(split) => split,
+                Err(error) => {
+                    pool.recycle(plaintext);
+                    return drops.record(now, DropReason::Malformed, &error);
+                }
+            };
+            let inner_len = inner.len();
+            self.handle_frames(now, index, frames, pool, drops, out);
+            end - inner_len
+        } else {
+            after_meta
+        };
+        plaintext.set_range(inner_start, end);
+        let header = match inner::inspect(plaintext.bytes()) {
+            Ok(header) => header,
+            Err(error) => {
+                pool.recycle(plaintext);
+                return drops.record(now, DropReason::InvalidInnerPacket, &error);
+            }
+        };
+        if header.total_len > self.settings.max_inner_len {
+            pool.recycle(plaintext);
+            let max = self.settings.max_inner_len;
+            return drops.record(
+                now,
+                DropReason::Oversize,
+                &format_args!(
+                    "inner packet of {} bytes exceeds the TUN MTU {max}",
+                    header.total_len
+                ),
+            );
+        }
+        if let Some(allowed) = allowed_sources {
+            if !allowed.iter().any(|net| net.contains(header.source)) {
+                pool.recycle(plaintext);
+                return drops.record(
+                    now,
+                    DropReason::SourceNotAllowed,
+                    &format_args!("inner source {} not allowed for this peer", header.source),
+                );
+            }
+        }
+        plaintext.set_range(inner_start, inner_start + header.total_len);
+        self.paths[index].counters.received_data_packets += 1;
+        if let Err(rejected) = self.reorder.insert(now, SeqNo(meta.seq), plaintext) {
+            let reason = match rejected.reason {
+                RejectReason::Duplicate => DropReason::Duplicate,
+                RejectReason::TooOld => DropReason::TooOld,
+                RejectReason::Backlogged => DropReason::ReorderBacklog,
+            };
+            pool.recycle(rejected.item);
+            drops.record(now, reason, &format_args!("inner packet seq {}", meta.seq));
+        }
+        self.drain_releasable(now, deliver);
+    }
+
+    fn handle_control(
+        &mut self,
+        now: Instant,
+        index: usize,
+        plaintext: &Packet,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Ok(meta) = ControlMeta::parse(plaintext.bytes()) else {
+            return drops.record(
+                now,
+                DropReason::Malformed,
+                &"control datagram without metadata",
+            );
+        };
+        let frames = &plaintext.bytes()[wire::CONTROL_META_LEN..];
+        // Only pings and goodbyes ask for an acknowledgement; acknowledging
+        // acknowledgements would never end.
+        let eliciting = wire::frames(frames)
+            .any(|frame| matches!(frame, Ok(Frame::Ping { .. } | Frame::Close)));
+        if eliciting {
+            let local_us = self.timestamp_us(now);
+            self.paths[index]
+                .acks
+                .on_received(now, local_us, meta.path_pn, meta.tx_time_us);
+        }
+        self.handle_frames(now, index, frames, pool, drops, out);
+    }
+
+    /// Acts on control frames (standalone or piggybacked) received on path `index`.
+    fn handle_frames(
+        &mut self,
+        now: Instant,
+        index: usize,
+        frames: &[u8],
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        for frame in wire::frames(frames) {
+            match frame {
+                // A probe wants its answer now: the acknowledgement goes out with the
+                // next flush instead of waiting for the acknowledgement delay.
+                Ok(Frame::Ping { .. }) => self.paths[index].ack_immediately = true,
+                Ok(Frame::Close) => self.peer_closed = true,
+                Ok(Frame::Ack {
+                    path_id,
+                    ack_delay_us,
+                    largest_owd_raw_us,
+                    ranges,
+                }) => self.handle_ack(
+                    now,
+                    PathId(path_id),
+                    ack_delay_us,
+                    largest_owd_raw_us,
+                    ranges,
+                    pool,
+                    drops,
+                    out,
+                ),
+                Ok(Frame::Pong { .. } | Frame::Unknown { .. }) => {}
+                Err(error) => return drops.record(now, DropReason::Malformed, &error),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_ack(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        ack_delay_us: u32,
+        largest_owd_raw_us: u32,
+        ranges: AckRangesView<'_>,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Some(index) = self.path_index(path) else {
+            return drops.record(
+                now,
+                DropReason::Malformed,
+                &format_args!("acknowledgement for unknown path {}", path.0),
+            );
+        };
+        let mut summary_ranges = AckRanges::default();
+        for (first, last) in ranges.iter() {
+            if !summary_ranges.push(first, last) {
+                break;
+            }
+        }
+        let summary = AckSummary {
+            ranges: summary_ranges,
+            ack_delay: Duration::from_micros(u64::from(ack_delay_us)),
+            largest_owd_raw_us,
+        };
+        self.lost.clear();
+        let session = self.local_id.0;
+        let result = self.paths[index]
+            .probe
+            .on_ack(now, &summary, &mut self.lost);
+        if let Some((from, to)) = result.liveness_change {
+            self.paths[index].log_transition(from, to, session);
+        }
+        self.paths[index].release_acknowledged(pool);
+        self.reinject_lost(now, index, pool, drops, out);
+        self.drain_send_queue(now, pool, drops, out);
+    }
+
+    /// Moves every packet the reorder buffer releases now to `deliver`.
+    pub(super) fn drain_releasable(&mut self, now: Instant, deliver: &mut VecDeque<Packet>) {
+        while let Some(packet) = self.reorder.poll_release(now) {
+            deliver.push_back(packet);
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! The sending half of a session: inner packets are scheduled onto paths, sealed in
+//! place (with acknowledgements for the peer piggybacked when there is room), paced,
+//! queued briefly when every path is full, and re-sent on another path when the path
+//! they took loses them or goes down.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use mptund_sched::{PacketClass, PacketInfo, PathId, Pick, Scheduler, SeqNo};
+
+use super::{Outgoing, Session};
+use crate::buffers::{BufferPool, Packet, HEADROOM, MAX_PIGGYBACK};
+use crate::counters::{DropCounters, DropReason};
+use crate::wire::{
+    self, ControlMeta, DataMeta, Frame, PacketType, TransportHeader, CONTROL_META_LEN,
+    DATA_META_LEN, PIGGYBACK_LEN_FIELD, TAG_LEN, TRANSPORT_HEADER_LEN,
+};
+
+/// What one ping costs on the wire: IPv4 and UDP headers, transport header, control
+/// metadata, a Ping frame and the tag (a metered contract counts every byte).
+const PING_WIRE_COST: usize =
+    20 + 8 + TRANSPORT_HEADER_LEN + CONTROL_META_LEN + 3 + wire::PING_BODY_LEN + TAG_LEN;
+
+/// The smallest Ack frame: header, fixed fields and one range.
+const MIN_ACK_FRAME: usize = 3 + wire::ACK_FIXED_LEN + wire::ACK_RANGE_LEN;
+
+/// The bounded queue in front of the paths when all of them are full.
+#[derive(Clone, Copy, Debug)]
+pub struct SendQueueConfig {
+    pub capacity_packets: usize,
+    /// A packet that waited longer than this is dropped at the head of the queue: the
+    /// inner TCP gets a prompt loss signal instead of a standing queue (CoDel's insight,
+    /// RFC 8289 section 1, with a fixed sojourn limit instead of its control law).
+    pub max_sojourn: Duration,
+}
+
+pub(super) struct SendQueue {
+    packets: VecDeque<(Instant, Packet)>,
+    config: SendQueueConfig,
+}
+
+impl SendQueue {
+    pub fn new(config: SendQueueConfig) -> Self {
+        Self {
+            packets: VecDeque::with_capacity(config.capacity_packets),
+            config,
+        }
+    }
+
+    pub fn recycle_all(&mut self, pool: &mut BufferPool) {
+        for (_, packet) in self.packets.drain(..) {
+            pool.recycle(packet);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.packets.len()
+    }
+}
+
+/// Where an inner packet goes and under which sequence number.
+enum Placement {
+    Sent,
+    Held(Packet),
+}
+
+impl Session {
+    /// Schedules one inner packet from the TUN. Packets already waiting go first, so
+    /// the stream stays in order.
+    pub fn send_inner(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        if self.send_queue.packets.is_empty() {
+            let seq = self.next_seq;
+            match self.place(now, packet, seq, None, pool, out) {
+                Placement::Sent => self.next_seq = seq.next(),
+                Placement::Held(packet) => self.enqueue(now, packet, pool, drops),
+            }
+        } else {
+            self.enqueue(now, packet, pool, drops);
+            self.drain_send_queue(now, pool, drops, out);
+        }
+    }
+
+    fn enqueue(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+    ) {
+        if self.send_queue.packets.len() >= self.send_queue.config.capacity_packets {
+            pool.recycle(packet);
+            return drops.record(
+                now,
+                DropReason::SendQueueFull,
+                &"every path is full and the send queue too",
+            );
+        }
+        self.counters.queued += 1;
+        self.send_queue.packets.push_back((now, packet));
+    }
+
+    /// Sends queued packets while paths have room; drops those that waited too long.
+    pub(super) fn drain_send_queue(
+        &mut self,
+        now: Instant,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        while let Some((queued_at, _)) = self.send_queue.packets.front() {
+            if now.saturating_duration_since(*queued_at) >= self.send_queue.config.max_sojourn {
+                if let Some((_, packet)) = self.send_queue.packets.pop_front() {
+                    pool.recycle(packet);
+                }
+                drops.record(
+                    now,
+                    DropReason::SendQueueSojourn,
+                    &"packet waited too long for a free path",
+                );
+                continue;
+            }
+            let Some((queued_at, packet)) = self.send_queue.packets.pop_front() else {
+                break;
+            };
+            let seq = self.next_seq;
+            match self.place(now, packet, seq, None, pool, out) {
+                Placement::Sent => self.next_seq = seq.next(),
+                Placement::Held(packet) => {
+                    self.send_queue.packets.push_front((queued_at, packet));
+                    break;
+                }
+            }
+        }
+    }
+
+    /// When the head of the send queue must be looked at again: when a pacer lets
+    /// it go, or when it has waited too long.
+    pub(super) fn send_queue_deadline(&self) -> Option<Instant> {
+        let (queued_at, _) = self.send_queue.packets.front()?;
+        let expiry = *queued_at + self.send_queue.config.max_sojourn;
+        let pacing = self
+            .paths
+            .iter()
+            .filter_map(|path| path.pacing_ready_at())
+            .min();
+        Some(pacing.map_or(expiry, |at| at.min(expiry)))
+    }
+
+    /// Fills the scheduler's views; a reinjection (`exclude` names the path that lost
+    /// the packet) ignores windows and pacing: it replaces data a dead path swallowed,
+    /// and the receiver is holding a gap for it.
+    fn refresh_views(&mut self, now: Instant, len: usize, exclude: Option<PathId>) {
+        self.views.clear();
+        let path_timeout = self.settings.path_timeout;
+        for path in &mut self.paths {
+            if Some(path.id) == exclude {
+                continue;
+            }
+            let mut view = path.view(now, path_timeout, len);
+            if exclude.is_some() {
+                view.cwnd_bytes = None;
+                view.pacing_ready = true;
+            }
+            self.views.push(view);
+        }
+    }
+
+    /// Asks the scheduler for a path and sends the inner packet (at HEADROOM in
+    /// `packet`) under `seq`; hands the packet back when no path can take it now.
+    fn place(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        seq: SeqNo,
+        exclude: Option<PathId>,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) -> Placement {
+        self.refresh_views(now, packet.len(), exclude);
+        let info = PacketInfo {
+            len: packet.len(),
+            class: PacketClass::Bulk,
+        };
+        match self.scheduler.pick(now, &info, &self.views) {
+            Pick::One(id) => match self.path_index(id) {
+                Some(index) => {
+                    let outgoing = self.seal_data(now, index, seq, packet);
+                    self.scheduler.on_sent(now, id, outgoing.packet.len());
+                    out.push(outgoing);
+                    Placement::Sent
+                }
+                None => Placement::Held(packet),
+            },
+            Pick::Many(set) => {
+                // Every copy gets its own nonce and path packet number; the receiver
+                // delivers whichever arrives first and drops the others as duplicates.
+                let mut original = Some(packet);
+                let last = set
+                    .iter()
+                    .filter(|id| self.path_index(*id).is_some())
+                    .last();
+                for id in set.iter() {
+                    let Some(index) = self.path_index(id) else {
+                        continue;
+                    };
+                    let copy = if Some(id) == last {
+                        original.take()
+                    } else {
+                        original.as_ref().map(|source| {
+                            let mut copy = pool.take();
+                            let bytes = source.bytes();
+                            copy.buffer_mut()[HEADROOM..HEADROOM + bytes.len()]
+                                .copy_from_slice(bytes);
+                            copy.set_range(HEADROOM, HEADROOM + bytes.len());
+                            copy
+                        })
+                    };
+                    if let Some(copy) = copy {
+                        let outgoing = self.seal_data(now, index, seq, copy);
+                        self.scheduler.on_sent(now, id, outgoing.packet.len());
+                        out.push(outgoing);
+                    }
+                }
+                match original {
+                    Some(unsent) => Placement::Held(unsent),
+                    None => Placement::Sent,
+                }
+            }
+            Pick::Hold => Placement::Held(packet),
+        }
+    }
+
+    /// Writes acknowledgement frames for every path with something to acknowledge into
+    /// `out`, as many as fit; returns the bytes written.
+    fn write_ack_frames(&mut self, now: Instant, out: &mut [u8]) -> usize {
+        let mut written = 0;
+        for path in &mut self.paths {
+            if out.len() - written < MIN_ACK_FRAME || !path.acks.has_unacked() {
+                continue;
+            }
+            let Some(summary) = path.acks.take_ack(now) else {
+                continue;
+            };
+            path.ack_immediately = false;
+            let delay_us = summary.ack_delay.as_micros().min(u128::from(u32::MAX)) as u32;
+            if let Ok(len) = wire::write_ack_frame(
+                &mut out[written..],
+                path.id.0,
+                delay_us,
+                summary.largest_owd_raw_us,
+                summary.ranges.iter(),
+            ) {
+                written += len;
+            }
+        }
+        written
+    }
+
+    /// Seals the inner packet in `packet` (at HEADROOM) for path `index` in place,
+    /// piggybacking acknowledgements in the headroom when the path MTU leaves room.
+    fn seal_data(
+        &mut self,
+        now: Instant,
+        index: usize,
+        seq: SeqNo,
+        mut packet: Packet,
+    ) -> Outgoing {
+        let inner_start = packet.start();
+        let inner_end = inner_start + packet.len();
+        let room = MAX_PIGGYBACK.min(
+            self.settings
+                .max_inner_len
+                .saturating_sub(packet.len() + PIGGYBACK_LEN_FIELD),
+        );
+        let mut frames = [0u8; MAX_PIGGYBACK];
+        let frames_len = if room >= MIN_ACK_FRAME {
+            self.write_ack_frames(now, &mut frames[..room])
+        } else {
+            0
+        };
+        let (packet_type, meta_start) = if frames_len > 0 {
+            self.counters.piggybacked_acks += 1;
+            let frames_start = inner_start - frames_len;
+            let buf = packet.buffer_mut();
+            buf[frames_start..inner_start].copy_from_slice(&frames[..frames_len]);
+            buf[frames_start - PIGGYBACK_LEN_FIELD..frames_start]
+                .copy_from_slice(&(frames_len as u16).to_be_bytes());
+            (
+                PacketType::DataWithFrames,
+                frames_start - PIGGYBACK_LEN_FIELD - DATA_META_LEN,
+            )
+        } else {
+            (PacketType::Data, inner_start - DATA_META_LEN)
+        };
+        let packet_number = self.paths[index].take_packet_number();
+        let meta = DataMeta {
+            path_pn: packet_number,
+            tx_time_us: self.timestamp_us(now),
+            seq: seq.0,
+        };
+        let (header, counter) = self.header(packet_type, self.paths[index].id);
+        let start = meta_start - TRANSPORT_HEADER_LEN;
+        let buf = packet.buffer_mut();
+        buf[start..meta_start].copy_from_slice(&header);
+        meta.emit(
+            (&mut buf[meta_start..meta_start + DATA_META_LEN])
+                .try_into()
+                .expect("data metadata is 12 bytes"),
+        );
+        let tag = self
+            .keys
+            .send
+            .seal_in_place(&header, counter, &mut buf[meta_start..inner_end]);
+        buf[inner_end..inner_end + TAG_LEN].copy_from_slice(&tag);
+        packet.set_range(start, inner_end + TAG_LEN);
+        let backlog = !self.send_queue.packets.is_empty();
+        let path = &mut self.paths[index];
+        path.on_sent(now, packet_number, packet.len(), Some(seq.0), true, backlog);
+        Outgoing {
+            socket: path.socket,
+            destination: path
+                .remote
+                .expect("only paths with an address are scheduled"),
+            source_ip: path.local_ip,
+            path: path.id,
+            keep_as: Some(packet_number),
+            packet,
+        }
+    }
+
+    /// Builds a control datagram on path `index` whose frames `write` puts into the
+    /// buffer it is given (returning their length). Pings and goodbyes elicit an
+    /// acknowledgement and are tracked by the path's probe; acknowledgement-only
+    /// datagrams are not, and take no packet number.
+    fn control(
+        &mut self,
+        now: Instant,
+        index: usize,
+        eliciting: bool,
+        pool: &mut BufferPool,
+        write: impl FnOnce(&mut Self, &mut [u8]) -> usize,
+    ) -> Option<Outgoing> {
+        let destination = self.paths[index].remote?;
+        let mut packet = pool.take();
+        let frames_start = TRANSPORT_HEADER_LEN + CONTROL_META_LEN;
+        let limit = (frames_start + self.settings.max_inner_len).min(packet.capacity() - TAG_LEN);
+        let frames_len = write(self, &mut packet.buffer_mut()[frames_start..limit]);
+        if frames_len == 0 {
+            pool.recycle(packet);
+            return None;
+        }
+        let path = &mut self.paths[index];
+        let packet_number = if eliciting {
+            path.take_packet_number()
+        } else {
+            path.peek_packet_number()
+        };
+        let path_id = path.id;
+        let meta = ControlMeta {
+            path_pn: packet_number,
+            tx_time_us: self.timestamp_us(now),
+        };
+        let (header, counter) = self.header(PacketType::Control, path_id);
+        let buf = packet.buffer_mut();
+        buf[..TRANSPORT_HEADER_LEN].copy_from_slice(&header);
+        meta.emit(
+            (&mut buf[TRANSPORT_HEADER_LEN..frames_start])
+                .try_into()
+                .expect("control metadata is 8 bytes"),
+        );
+        let body_end = frames_start + frames_len;
+        let tag = self.keys.send.seal_in_place(
+            &header,
+            counter,
+            &mut buf[TRANSPORT_HEADER_LEN..body_end],
+        );
+        buf[body_end..body_end + TAG_LEN].copy_from_slice(&tag);
+        packet.set_range(0, body_end + TAG_LEN);
+        let path = &mut self.paths[index];
+        path.on_sent(now, packet_number, packet.len(), None, eliciting, false);
+        Some(Outgoing {
+            socket: path.socket,
+            destination,
+            source_ip: path.local_ip,
+            path: path_id,
+            keep_as: None,
+            packet,
+        })
+    }
+
+    /// Sends the acknowledgements that could not wait for reverse data, in one
+    /// datagram on the path the peer was heard on most recently: a receiver with
+    /// nothing in flight cannot tell a dead path by its own losses, and acknowledgements
+    /// sent into one would make every path look dead to the sender.
+    pub(super) fn send_due_acks(
+        &mut self,
+        now: Instant,
+        force: bool,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let due = self
+            .paths
+            .iter()
+            .any(|path| path.ack_immediately || path.acks.ack_due(now))
+            || (force && self.paths.iter().any(|path| path.acks.has_unacked()));
+        if !due {
+            return;
+        }
+        let path_timeout = self.settings.path_timeout;
+        let Some(index) = (0..self.paths.len())
+            .filter(|&i| self.paths[i].remote.is_some() && self.paths[i].socket_open)
+            .max_by_key(|&i| {
+                let path = &self.paths[i];
+                (
+                    path.scheduler_state(now, path_timeout) == mptund_sched::PathState::Up,
+                    path.last_received,
+                )
+            })
+        else {
+            return;
+        };
+        if let Some(outgoing) = self.control(now, index, false, pool, |session, buf| {
+            session.write_ack_frames(now, buf)
+        }) {
+            self.counters.standalone_acks += 1;
+            out.push(outgoing);
+        }
+    }
+
+    /// Pings the paths that are due a keepalive or a liveness probe, within each
+    /// path's probe budget.
+    pub(super) fn send_probes(
+        &mut self,
+        now: Instant,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        for index in 0..self.paths.len() {
+            let path = &mut self.paths[index];
+            if !path.socket_open || now < path.next_keepalive(self.established) {
+                continue;
+            }
+            path.last_probe = Some(now);
+            if !path.spend_probe_budget(now, PING_WIRE_COST) {
+                tracing::debug!(path = %path.name, "probe skipped: budget spent");
+                continue;
+            }
+            self.ping(now, index, pool, out);
+        }
+    }
+
+    /// Sends one ping on path `index`: it elicits an immediate acknowledgement.
+    pub(super) fn ping(
+        &mut self,
+        now: Instant,
+        index: usize,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let ping_id = self.next_ping_id;
+        self.next_ping_id = self.next_ping_id.wrapping_add(1);
+        let write = |_: &mut Self, buf: &mut [u8]| {
+            wire::write_frame(buf, &Frame::Ping { ping_id }).unwrap_or(0)
+        };
+        if let Some(outgoing) = self.control(now, index, true, pool, write) {
+            out.push(outgoing);
+            let probe = &mut self.paths[index].probe;
+            if probe.liveness() == mptund_probe::Liveness::Down {
+                probe.start_probing(now);
+            }
+        }
+    }
+
+    /// Builds a goodbye for every path that has an address.
+    pub(super) fn close(&mut self, now: Instant, pool: &mut BufferPool, out: &mut Vec<Outgoing>) {
+        for index in 0..self.paths.len() {
+            if self.paths[index].socket_open {
+                out.extend(self.control(now, index, true, pool, |_, buf| {
+                    wire::write_frame(buf, &Frame::Close).unwrap_or(0)
+                }));
+            }
+        }
+    }
+
+    /// Re-sends the data datagrams path `index` declared lost (in `self.lost`).
+    pub(super) fn reinject_lost(
+        &mut self,
+        now: Instant,
+        index: usize,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let lost = std::mem::take(&mut self.lost);
+        for packet in &lost {
+            if packet.seq.is_none() {
+                continue;
+            }
+            if let Some(kept) = self.paths[index].take_kept(packet.pn) {
+                self.reinject(now, index, kept, pool, drops, out);
+            }
+        }
+        self.lost = lost;
+        self.lost.clear();
+    }
+
+    /// Path `index` went down: everything still in flight on it moves elsewhere.
+    pub(super) fn reinject_everything_in_flight(
+        &mut self,
+        now: Instant,
+        index: usize,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        self.lost.clear();
+        self.paths[index].probe.drain_in_flight(&mut self.lost);
+        self.reinject_lost(now, index, pool, drops, out);
+        self.paths[index].recycle_in_flight(pool);
+    }
+
+    /// Opens a datagram this side sealed for path `from`, and sends its inner packet
+    /// again under the same sequence number on another path.
+    fn reinject(
+        &mut self,
+        now: Instant,
+        from: usize,
+        mut sealed: Packet,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Ok(header) = TransportHeader::parse(sealed.bytes()) else {
+            return pool.recycle(sealed);
+        };
+        let start = sealed.start();
+        let end = start + sealed.len();
+        let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
+        header_bytes.copy_from_slice(&sealed.bytes()[..TRANSPORT_HEADER_LEN]);
+        let plaintext_len = match self.keys.resend.open_in_place(
+            &header_bytes,
+            header.counter,
+            &mut sealed.buffer_mut()[start + TRANSPORT_HEADER_LEN..end],
+        ) {
+            Ok(plaintext) => plaintext.len(),
+            Err(_) => return pool.recycle(sealed),
+        };
+        let plaintext_start = start + TRANSPORT_HEADER_LEN;
+        let plaintext = &sealed.buffer_mut()[plaintext_start..plaintext_start + plaintext_len];
+        let Ok(meta) = DataMeta::parse(plaintext) else {
+            return pool.recycle(sealed);
+        };
+        let inner = match header.packet_type {
+            PacketType::DataWithFrames => {
+                match wire::split_piggybacked(&plaintext[DATA_META_LEN..]) {
+                    Ok((_, inner)) => inner.len(),
+                    Err(_) => return pool.recycle(sealed),
+                }
+            }
+            _ => plaintext_len - DATA_META_LEN,
+        };
+        // The inner packet ends where the plaintext ends; move it back to HEADROOM so it
+        // is sealed again like any packet from the TUN.
+        let inner_end = plaintext_start + plaintext_len;
+        sealed
+            .buffer_mut()
+            .copy_within(inner_end - inner..inner_end, HEADROOM);
+        sealed.set_range(HEADROOM, HEADROOM + inner);
+        self.paths[from].reinjected_away += 1;
+        let exclude = Some(self.paths[from].id);
+        match self.place(now, sealed, SeqNo(meta.seq), exclude, pool, out) {
+            Placement::Sent => self.counters.reinjected += 1,
+            Placement::Held(packet) => {
+                pool.recycle(packet);
+                drops.record(
+                    now,
+                    DropReason::NoUsablePath,
+                    &"no other path to re-send a lost packet on",
+                );
+            }
+        }
+    }
+
+    pub fn queued_packets(&self) -> usize {
+        self.send_queue.len()
+    }
+
+    /// Takes back a sent datagram: data is kept until acknowledged, the rest recycled.
+    pub fn on_transmitted(&mut self, outgoing: Outgoing, pool: &mut BufferPool) {
+        match (outgoing.keep_as, self.path_index(outgoing.path)) {
+            (Some(packet_number), Some(index)) => {
+                self.paths[index].keep(packet_number, outgoing.packet)
+            }
+            _ => pool.recycle(outgoing.packet),
+        }
+    }
+}

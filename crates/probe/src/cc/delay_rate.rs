@@ -1,0 +1,451 @@
+//! A delay- and rate-based controller for cellular uplinks whose modems buffer seconds of
+//! data: the window follows the path's bandwidth-delay product as BBR estimates it
+//! (draft-cardwell-iccrg-bbr-congestion-control-00, "BBR Congestion Control", §3–§4),
+//! and a queuing-delay guard shrinks it whenever a standing queue forms, as delay-based
+//! controllers with a target delay do (LEDBAT, RFC 6817 §2.2 and §4.2; Copa, Arun and
+//! Balakrishnan, NSDI 2018, §2).
+//!
+//! # Model (BBR draft §3, §4.1)
+//!
+//! - `max_rate`: the largest delivery rate sample of the last 10 round trips (BBR's
+//!   BtlBw max filter). A sample taken while application-limited only counts when it
+//!   raises the estimate (BBR §4.1.1).
+//! - `min_rtt`: the smallest RTT sample of the last 10 s (BBR's RTprop filter). There is
+//!   no ProbeRTT state: the delay guard below keeps the queue short, so fresh samples
+//!   near the propagation delay keep coming.
+//! - BDP = `max_rate × min_rtt`.
+//! - A round trip ends when a packet sent after the previous round's end is
+//!   acknowledged (BBR §4.1.1, counted with send times instead of delivered bytes).
+//! - Queuing delay: `AckSignals::queuing_delay`, or `srtt − min_rtt` when that is `None`.
+//!   Its target is max(5 ms, min_rtt / 4): the 5 ms floor is CoDel's TARGET (RFC 8289),
+//!   enough to absorb a radio's scheduling jitter; min_rtt / 4 is the queue one 1.25×
+//!   probing round adds, so bandwidth probing alone does not trip the guard. Rounds are
+//!   judged on the smallest sample of the round (CoDel's standing-queue idea), so one
+//!   delayed acknowledgement does not count as a queue.
+//!
+//! # States
+//!
+//! ```text
+//!   Startup --(rate grew < 25% for 3 rounds | round queue > target | loss)--> Drain
+//!   Drain   --(a round whose queue is <= target)--> Cruise
+//!   any     --(persistent congestion)--> Startup, window = minimum, rate model reset
+//! ```
+//!
+//! - **Startup** (BBR §4.3.2): the window grows by the bytes acknowledged (doubling per
+//!   round trip) up to 2/ln 2 × BDP, paced at 2/ln 2 × `max_rate`. It ends with BBR's full-bandwidth test
+//!   (§4.3.2), or early when a round's queuing delay exceeds the target (the idea of
+//!   HyStart++'s delay-increase exit, RFC 9406 §4.2), or on a congestion event.
+//! - **Drain** (BBR §4.3.3): the window is 1 × BDP, so what Startup queued drains while
+//!   the sender waits; pacing gain 1.
+//! - **Cruise** (BBR §4.3.4, ProbeBW): the window grows by the bytes acknowledged up to
+//!   2 × BDP, and not at all while the latest queuing delay sample is above target. The
+//!   pacing gain cycles 1.25, 0.75, 1, 1, 1, 1, 1, 1 per round trip (probe, drain the
+//!   probe's queue, cruise), and stays at 1 while the guard is active.
+//!
+//! # Reactions
+//!
+//! - **Delay guard**: at the end of each round trip in Cruise whose smallest queuing
+//!   delay was above target, the window is multiplied by 0.85: a multiplicative decrease
+//!   once per round drains a modem queue that a stale (too high) rate estimate let build,
+//!   for example after the radio's rate dropped.
+//! - **Loss** (one call per congestion event): the window becomes max(BDP, 0.7 × window),
+//!   once per round trip (losses of packets sent before the last reduction are ignored,
+//!   like RFC 9002 §7.3.2's recovery period). The BDP floor keeps random radio loss from
+//!   pushing the window below what the path delivers; a queue that overflowed shows up
+//!   first as queuing delay, which the guard handles.
+//! - **Application-limited** acknowledgements never grow the window and never lower the
+//!   rate estimate; they do not count towards the full-bandwidth test.
+//!
+//! The caller must feed `AckSignals::delivery_rate` (bytes per second, one sample per
+//! acknowledgement, as draft-cheng-iccrg-delivery-rate-estimation computes it); without
+//! rate samples there is no BDP and the window is capped only by the delay guard.
+
+use std::time::{Duration, Instant};
+
+use super::{AckSignals, Controller};
+use crate::RttEstimator;
+
+/// A gain as an exact fraction, so windows and rates are integer arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Gain {
+    numerator: u64,
+    denominator: u64,
+}
+
+impl Gain {
+    const fn new(numerator: u64, denominator: u64) -> Self {
+        Self {
+            numerator,
+            denominator,
+        }
+    }
+
+    fn apply(self, value: u64) -> u64 {
+        let scaled = u128::from(value) * u128::from(self.numerator) / u128::from(self.denominator);
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    }
+}
+
+/// BBR draft §4.3.2: BBRHighGain = 2/ln(2) ≈ 2.885, the smallest gain that lets the
+/// sending rate double each round trip; Startup's pacing gain and window cap.
+const STARTUP_GAIN: Gain = Gain::new(2885, 1000);
+/// BBR draft §4.2.3: cwnd_gain = 2, room for delayed and aggregated acknowledgements
+/// (cellular links aggregate heavily).
+const CWND_GAIN: Gain = Gain::new(2, 1);
+/// Drain keeps exactly one BDP in flight (the window-based form of BBR §4.3.3).
+const DRAIN_CWND_GAIN: Gain = Gain::new(1, 1);
+const UNIT_GAIN: Gain = Gain::new(1, 1);
+/// BBR draft §4.3.4: the ProbeBW pacing gain cycle.
+const PROBE_BW_GAINS: [Gain; 8] = [
+    Gain::new(5, 4),
+    Gain::new(3, 4),
+    UNIT_GAIN,
+    UNIT_GAIN,
+    UNIT_GAIN,
+    UNIT_GAIN,
+    UNIT_GAIN,
+    UNIT_GAIN,
+];
+/// BBR draft §4.1.1: BtlBwFilterLen = 10 round trips.
+const RATE_FILTER_ROUNDS: usize = 10;
+/// BBR draft §4.1.2: RTpropFilterLen = 10 s.
+const MIN_RTT_FILTER: Duration = Duration::from_secs(10);
+/// BBR draft §4.3.2: the pipe is full when the rate grew by less than 25% ...
+const FULL_BANDWIDTH_GROWTH: Gain = Gain::new(5, 4);
+/// ... for three rounds in a row.
+const FULL_BANDWIDTH_ROUNDS: u32 = 3;
+/// BBR draft §4.2.3: BBRMinPipeCwnd = 4 packets.
+const MINIMUM_WINDOW_PACKETS: u64 = 4;
+/// RFC 9002 §7.2: initial window min(10 × mds, max(14720, 2 × mds)), shared with CUBIC
+/// so that both start alike (raised to the 4-packet minimum for jumbo datagrams).
+const INITIAL_WINDOW_PACKETS: u64 = 10;
+const INITIAL_WINDOW_FLOOR_BYTES: u64 = 14_720;
+/// CoDel's TARGET (RFC 8289): 5 ms of standing queue is acceptable.
+const QUEUE_TARGET_FLOOR: Duration = Duration::from_millis(5);
+/// One 1.25× probing round queues a quarter of a BDP: min_rtt / 4 of delay.
+const QUEUE_TARGET_RTT_DIVISOR: u32 = 4;
+/// Per-round multiplicative decrease while the queue is above target. Chosen here: four
+/// such rounds halve the window (0.85⁴ ≈ 0.52), so a queue of one BDP drains in about
+/// four round trips without the throughput dip of one deep cut.
+const DELAY_BACKOFF: Gain = Gain::new(85, 100);
+/// RFC 9438 §4.6: β_cubic = 0.7, the loss reduction, floored at the BDP here.
+const LOSS_BACKOFF: Gain = Gain::new(7, 10);
+
+/// Where the controller is in its state machine (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DelayRateState {
+    Startup,
+    Drain,
+    Cruise,
+}
+
+#[derive(Clone, Debug)]
+pub struct DelayRate {
+    max_datagram_size: u64,
+    window: u64,
+    state: DelayRateState,
+    /// Round trips counted so far.
+    round: u64,
+    /// When the current round began: acknowledging a packet sent at or after it ends it.
+    round_start: Option<Instant>,
+    /// Largest delivery rate sample per round, indexed by `round % RATE_FILTER_ROUNDS`.
+    rate_by_round: [u64; RATE_FILTER_ROUNDS],
+    /// Smallest queuing delay seen in the current round.
+    round_min_queuing_delay: Option<Duration>,
+    /// Whether any acknowledgement of the current round was application-limited.
+    round_app_limited: bool,
+    min_rtt: Option<Duration>,
+    min_rtt_stamp: Option<Instant>,
+    /// Full-bandwidth test state (BBR §4.3.2).
+    full_bandwidth: u64,
+    rounds_without_growth: u32,
+    /// Whether the last finished round had its queue above target.
+    guard_active: bool,
+    cycle_index: usize,
+    /// When the window was last reduced for a loss.
+    last_reduction: Option<Instant>,
+}
+
+impl DelayRate {
+    pub fn new(max_datagram_size: u64) -> Self {
+        let max_datagram_size = max_datagram_size.max(1);
+        Self {
+            max_datagram_size,
+            window: initial_window(max_datagram_size),
+            state: DelayRateState::Startup,
+            round: 0,
+            round_start: None,
+            rate_by_round: [0; RATE_FILTER_ROUNDS],
+            round_min_queuing_delay: None,
+            round_app_limited: false,
+            min_rtt: None,
+            min_rtt_stamp: None,
+            full_bandwidth: 0,
+            rounds_without_growth: 0,
+            guard_active: false,
+            cycle_index: 0,
+            last_reduction: None,
+        }
+    }
+
+    pub fn state(&self) -> DelayRateState {
+        self.state
+    }
+
+    /// Round trips counted so far.
+    pub fn round(&self) -> u64 {
+        self.round
+    }
+
+    /// The largest delivery rate of the last 10 round trips, bytes per second.
+    pub fn max_delivery_rate(&self) -> u64 {
+        self.rate_by_round.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The minimum RTT of the last 10 s.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
+    /// Bandwidth-delay product in bytes, once a rate and an RTT sample exist.
+    pub fn bdp(&self) -> Option<u64> {
+        let rate = self.max_delivery_rate();
+        let min_rtt = self.min_rtt?;
+        if rate == 0 {
+            return None;
+        }
+        let bytes = u128::from(rate) * min_rtt.as_nanos() / 1_000_000_000;
+        Some(u64::try_from(bytes).unwrap_or(u64::MAX))
+    }
+
+    /// The queuing delay above which the guard acts: max(5 ms, min_rtt / 4).
+    pub fn queuing_delay_target(&self) -> Duration {
+        let from_rtt = self
+            .min_rtt
+            .map_or(Duration::ZERO, |min_rtt| min_rtt / QUEUE_TARGET_RTT_DIVISOR);
+        QUEUE_TARGET_FLOOR.max(from_rtt)
+    }
+
+    fn minimum_window(&self) -> u64 {
+        MINIMUM_WINDOW_PACKETS * self.max_datagram_size
+    }
+
+    fn update_min_rtt(&mut self, now: Instant, rtt: &RttEstimator) {
+        let Some(sample) = rtt.latest() else {
+            return;
+        };
+        let expired = self
+            .min_rtt_stamp
+            .is_some_and(|stamp| now.saturating_duration_since(stamp) > MIN_RTT_FILTER);
+        if expired || self.min_rtt.is_none_or(|min_rtt| sample <= min_rtt) {
+            self.min_rtt = Some(sample);
+            self.min_rtt_stamp = Some(now);
+        }
+    }
+
+    fn queuing_delay_sample(&self, rtt: &RttEstimator, signals: &AckSignals) -> Option<Duration> {
+        signals.queuing_delay.or_else(|| {
+            let smoothed = rtt.smoothed()?;
+            Some(smoothed.saturating_sub(self.min_rtt?))
+        })
+    }
+
+    fn record_rate(&mut self, signals: &AckSignals) {
+        let Some(sample) = signals.delivery_rate else {
+            return;
+        };
+        // BBR §4.1.1: an application-limited sample only counts if it is larger.
+        if signals.app_limited && sample <= self.max_delivery_rate() {
+            return;
+        }
+        let slot = &mut self.rate_by_round[(self.round as usize) % RATE_FILTER_ROUNDS];
+        *slot = (*slot).max(sample);
+    }
+
+    /// Starts round `self.round + 1`; returns the finished round's smallest queuing delay
+    /// and whether it was application-limited.
+    fn start_round(&mut self, now: Instant) -> (Option<Duration>, bool) {
+        let finished = (
+            self.round_min_queuing_delay.take(),
+            std::mem::replace(&mut self.round_app_limited, false),
+        );
+        self.round += 1;
+        self.round_start = Some(now);
+        self.rate_by_round[(self.round as usize) % RATE_FILTER_ROUNDS] = 0;
+        finished
+    }
+
+    fn on_round_end(&mut self, queuing_delay: Option<Duration>, app_limited: bool) {
+        let queue_high = queuing_delay.is_some_and(|delay| delay > self.queuing_delay_target());
+        match self.state {
+            DelayRateState::Startup => {
+                if queue_high || (!app_limited && self.full_bandwidth_reached()) {
+                    self.state = DelayRateState::Drain;
+                }
+            }
+            DelayRateState::Drain => {
+                if !queue_high {
+                    self.state = DelayRateState::Cruise;
+                    self.cycle_index = 0;
+                }
+            }
+            DelayRateState::Cruise => {
+                if queue_high {
+                    self.window = DELAY_BACKOFF.apply(self.window).max(self.minimum_window());
+                }
+                self.cycle_index = (self.cycle_index + 1) % PROBE_BW_GAINS.len();
+            }
+        }
+        self.guard_active = queue_high;
+    }
+
+    /// BBR §4.3.2, run once per non-application-limited round in Startup.
+    fn full_bandwidth_reached(&mut self) -> bool {
+        let rate = self.max_delivery_rate();
+        if rate == 0 {
+            return false;
+        }
+        if rate >= FULL_BANDWIDTH_GROWTH.apply(self.full_bandwidth) {
+            self.full_bandwidth = rate;
+            self.rounds_without_growth = 0;
+            return false;
+        }
+        self.rounds_without_growth += 1;
+        self.rounds_without_growth >= FULL_BANDWIDTH_ROUNDS
+    }
+
+    fn update_window(&mut self, bytes: u64, queuing_delay: Option<Duration>, app_limited: bool) {
+        let bdp = self.bdp();
+        match self.state {
+            DelayRateState::Startup => {
+                // BBR §4.2.3: grow while below the Startup gain × BDP, never shrink.
+                let below_cap = bdp.is_none_or(|bdp| self.window < STARTUP_GAIN.apply(bdp));
+                if !app_limited && below_cap {
+                    self.window = self.window.saturating_add(bytes);
+                }
+            }
+            DelayRateState::Drain => {
+                if let Some(bdp) = bdp {
+                    self.window = DRAIN_CWND_GAIN.apply(bdp);
+                }
+            }
+            DelayRateState::Cruise => {
+                let queue_high =
+                    queuing_delay.is_some_and(|delay| delay > self.queuing_delay_target());
+                if !app_limited && !queue_high {
+                    self.window = self.window.saturating_add(bytes);
+                }
+                if let Some(bdp) = bdp {
+                    self.window = self.window.min(CWND_GAIN.apply(bdp));
+                }
+            }
+        }
+        self.window = self.window.max(self.minimum_window());
+    }
+}
+
+fn initial_window(max_datagram_size: u64) -> u64 {
+    (INITIAL_WINDOW_PACKETS * max_datagram_size)
+        .min(INITIAL_WINDOW_FLOOR_BYTES.max(2 * max_datagram_size))
+        .max(MINIMUM_WINDOW_PACKETS * max_datagram_size)
+}
+
+impl Controller for DelayRate {
+    fn name(&self) -> &'static str {
+        "delay-rate"
+    }
+
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        rtt: &RttEstimator,
+        signals: &AckSignals,
+    ) {
+        self.update_min_rtt(now, rtt);
+        let queuing_delay = self.queuing_delay_sample(rtt, signals);
+        let round_ended = match self.round_start {
+            Some(start) => sent >= start,
+            // The first acknowledgement opens round 0; it ends with the first packet
+            // sent after it.
+            None => {
+                self.round_start = Some(now);
+                false
+            }
+        };
+        let finished = round_ended.then(|| self.start_round(now));
+        self.record_rate(signals);
+        if let Some(delay) = queuing_delay {
+            self.round_min_queuing_delay = Some(
+                self.round_min_queuing_delay
+                    .map_or(delay, |min| min.min(delay)),
+            );
+        }
+        self.round_app_limited |= signals.app_limited;
+        if let Some((round_queuing_delay, round_app_limited)) = finished {
+            self.on_round_end(round_queuing_delay, round_app_limited);
+        }
+        self.update_window(bytes, queuing_delay, signals.app_limited);
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        persistent: bool,
+        _lost_bytes: u64,
+    ) {
+        if persistent {
+            // The path was out for several RTOs (a cellular handover, a dead modem): its
+            // rate model is stale. Keep min_rtt, restart the search from the minimum.
+            *self = Self {
+                min_rtt: self.min_rtt,
+                min_rtt_stamp: self.min_rtt_stamp,
+                ..Self::new(self.max_datagram_size)
+            };
+            self.window = self.minimum_window();
+            self.last_reduction = Some(now);
+            return;
+        }
+        if self.last_reduction.is_some_and(|last| sent <= last) {
+            return;
+        }
+        self.last_reduction = Some(now);
+        let reduced = LOSS_BACKOFF.apply(self.window);
+        self.window = self
+            .bdp()
+            .map_or(reduced, |bdp| reduced.max(bdp))
+            .min(self.window)
+            .max(self.minimum_window());
+        if self.state == DelayRateState::Startup {
+            self.state = DelayRateState::Drain;
+        }
+    }
+
+    fn window(&self) -> u64 {
+        self.window
+    }
+
+    fn initial_window(&self) -> u64 {
+        initial_window(self.max_datagram_size)
+    }
+
+    fn pacing_rate(&self) -> Option<u64> {
+        let rate = self.max_delivery_rate();
+        if rate == 0 {
+            return None;
+        }
+        let gain = match self.state {
+            DelayRateState::Startup => STARTUP_GAIN,
+            DelayRateState::Drain => UNIT_GAIN,
+            DelayRateState::Cruise if self.guard_active => UNIT_GAIN,
+            DelayRateState::Cruise => PROBE_BW_GAINS[self.cycle_index],
+        };
+        Some(gain.apply(rate))
+    }
+}
+
+#[cfg(test)]
+#[path = "delay_rate_tests.rs"]
+mod tests;

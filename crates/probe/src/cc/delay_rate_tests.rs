@@ -1,0 +1,346 @@
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::cc::test_link::{ms, Link, Sim, MDS};
+use crate::cc::Cubic;
+
+/// 10 Mbit/s.
+const TEN_MBIT: u64 = 1_250_000;
+
+fn policed(capacity: u64, base_rtt: Duration) -> Link {
+    Link {
+        queue_free: true,
+        ..Link::new(capacity, base_rtt)
+    }
+}
+
+/// Steps until the controller has counted `rounds` more round trips.
+fn run_rounds(controller: &mut DelayRate, sim: &mut Sim, rounds: u64) {
+    let target = controller.round() + rounds;
+    while controller.round() < target {
+        sim.step(controller);
+    }
+}
+
+/// A controller that went through Startup and Drain on `link` and now cruises.
+fn cruising(t0: Instant, link: Link) -> (DelayRate, Sim) {
+    let mut controller = DelayRate::new(MDS);
+    let mut sim = Sim::new(t0, link);
+    while controller.state() != DelayRateState::Cruise {
+        sim.step(&mut controller);
+        assert!(controller.round() < 100, "never reached Cruise");
+    }
+    // Let the window climb to its cap.
+    run_rounds(&mut controller, &mut sim, 3);
+    (controller, sim)
+}
+
+#[test]
+fn starts_like_cubic_with_a_four_packet_floor() {
+    // (mds, initial window)
+    for (mds, expected) in [(1200, 12_000), (1500, 14_720), (9000, 36_000)] {
+        let controller = DelayRate::new(mds);
+        assert_eq!(controller.initial_window(), expected);
+        assert_eq!(controller.window(), expected);
+        assert_eq!(controller.state(), DelayRateState::Startup);
+        assert_eq!(controller.pacing_rate(), None);
+    }
+}
+
+#[test]
+fn startup_doubles_then_exits_after_the_rate_plateau() {
+    let t0 = Instant::now();
+    // 10 Mbit/s, 50 ms: BDP = 62500 bytes. The link never queues, so only the
+    // full-bandwidth test can end Startup.
+    let link = policed(TEN_MBIT, ms(50));
+    let mut controller = DelayRate::new(MDS);
+    let mut sim = Sim::new(t0, link);
+    let mut windows = vec![controller.window()];
+    while controller.state() == DelayRateState::Startup {
+        run_rounds(&mut controller, &mut sim, 1);
+        windows.push(controller.window());
+        assert!(windows.len() < 20, "Startup never ended: {windows:?}");
+    }
+    // Doubling per round while below the BDP (12000, 24000, 48000 ...).
+    // (The first entry is the initial window, before round 0 ended.)
+    for pair in windows.windows(2).skip(1).take(3) {
+        let ratio = pair[1] as f64 / pair[0] as f64;
+        assert!((1.8..=2.2).contains(&ratio), "windows {windows:?}");
+    }
+    // The rate stops growing once the window passes 62500 (round 3); the full-bandwidth
+    // test then needs three rounds without 25% growth.
+    let rounds = windows.len() - 1;
+    assert!(
+        (5..=8).contains(&rounds),
+        "exit after {rounds} rounds: {windows:?}"
+    );
+    // Startup caps its window at 2.885 × BDP (180312) on an unpaced sender.
+    let largest = windows.iter().copied().max().unwrap();
+    assert!((180_312..=180_312 + MDS).contains(&largest), "{windows:?}");
+    assert_eq!(controller.max_delivery_rate(), TEN_MBIT);
+    assert_eq!(controller.state(), DelayRateState::Drain);
+    assert_eq!(controller.bdp(), Some(62_500));
+    assert_eq!(controller.window(), 62_500, "Drain keeps one BDP");
+    // No queue: Drain ends after one round, Cruise grows to 2 × BDP.
+    run_rounds(&mut controller, &mut sim, 1);
+    assert_eq!(controller.state(), DelayRateState::Cruise);
+    run_rounds(&mut controller, &mut sim, 2);
+    assert_eq!(controller.window(), 125_000);
+}
+
+#[test]
+fn startup_exits_early_on_a_standing_queue() {
+    let t0 = Instant::now();
+    // A deep-buffered modem: the queue shows up before the rate plateau is confirmed.
+    let link = Link::new(TEN_MBIT, ms(50));
+    let mut controller = DelayRate::new(MDS);
+    let mut sim = Sim::new(t0, link);
+    while controller.state() == DelayRateState::Startup {
+        sim.step(&mut controller);
+    }
+    // Before the full-bandwidth test fired: the same link without a queue leaves
+    // Startup only at round 7 (see the test above).
+    assert!(controller.rounds_without_growth < FULL_BANDWIDTH_ROUNDS);
+    assert!(controller.round() <= 5, "round {}", controller.round());
+    assert_eq!(controller.state(), DelayRateState::Drain);
+    // Drain holds one BDP until the queue is gone, then Cruise.
+    assert_eq!(controller.window(), 62_500);
+    while controller.state() == DelayRateState::Drain {
+        sim.step(&mut controller);
+    }
+    assert_eq!(controller.state(), DelayRateState::Cruise);
+}
+
+#[test]
+fn cruise_window_is_twice_rate_times_min_rtt() {
+    let t0 = Instant::now();
+    // (rate in bytes/s, base RTT, expected window = 2 × rate × min_rtt)
+    #[rustfmt::skip]
+    let cases = [
+        (TEN_MBIT,   ms(50),    125_000),
+        (125_000,    ms(100),    25_000),  // 1 Mbit/s LTE uplink
+        (125_000,    ms(150),    37_500),
+        (25_000_000, ms(20),  1_000_000),  // 200 Mbit/s 5G
+        (50_000,     ms(20),      4_800),  // 2000 raised to 4 × mds
+    ];
+    for (rate, base_rtt, expected) in cases {
+        let (controller, _) = cruising(t0, policed(rate, base_rtt));
+        assert_eq!(controller.min_rtt(), Some(base_rtt));
+        assert_eq!(controller.max_delivery_rate(), rate);
+        assert_eq!(
+            controller.window(),
+            expected,
+            "rate {rate}, rtt {base_rtt:?}"
+        );
+    }
+}
+
+#[test]
+fn queuing_delay_above_target_shrinks_the_window_once_per_round() {
+    let t0 = Instant::now();
+    // (base RTT, queuing delay, reported in AckSignals, windows after 1, 2, 3 rounds)
+    // Target = max(5 ms, min_rtt / 4): 12.5 ms at 50 ms, 5 ms at 10 ms.
+    #[rustfmt::skip]
+    let cases: [(Duration, Duration, bool, [u64; 3]); 6] = [
+        (ms(50), ms(30), true,  [106_250, 90_312, 76_765]), // × 0.85 each round
+        (ms(50), ms(13), true,  [106_250, 90_312, 76_765]),
+        (ms(50), ms(12), true,  [125_000, 125_000, 125_000]),
+        (ms(10), ms(6),  true,  [21_250, 18_062, 15_352]),
+        (ms(10), ms(4),  true,  [25_000, 25_000, 25_000]),
+        // srtt − min_rtt instead: srtt needs most of a round to climb past the target,
+        // so that round's minimum is below it and the first cut comes a round later.
+        (ms(50), ms(30), false, [125_000, 106_250, 90_312]),
+    ];
+    for (base_rtt, queuing_delay, reported, expected) in cases {
+        let (mut controller, mut sim) = cruising(t0, policed(TEN_MBIT, base_rtt));
+        sim.link.forced_queuing_delay = Some(queuing_delay);
+        sim.link.report_queuing_delay = reported;
+        // The round in flight when the queue appears carries no queue yet.
+        run_rounds(&mut controller, &mut sim, 1);
+        assert_eq!(controller.window(), 2 * controller.bdp().unwrap());
+        let mut windows = [0; 3];
+        for window in &mut windows {
+            run_rounds(&mut controller, &mut sim, 1);
+            *window = controller.window();
+        }
+        assert_eq!(
+            windows, expected,
+            "base {base_rtt:?}, queue {queuing_delay:?}, reported {reported}"
+        );
+    }
+}
+
+#[test]
+fn the_guard_drains_a_deep_modem_queue() {
+    let t0 = Instant::now();
+    // A real queue this time: the window beyond one BDP sits in the modem buffer.
+    let (mut controller, mut sim) = cruising(t0, Link::new(TEN_MBIT, ms(50)));
+    run_rounds(&mut controller, &mut sim, 20);
+    let queue = controller.window().saturating_sub(62_500);
+    let queue_delay_ms = queue * 1000 / TEN_MBIT;
+    assert!(queue_delay_ms <= 13, "standing queue {queue_delay_ms} ms");
+    assert!(
+        controller.window() >= 62_500 * 4 / 5,
+        "window {}",
+        controller.window()
+    );
+}
+
+#[test]
+fn loss_cuts_to_the_larger_of_bdp_and_seven_tenths_once_per_round() {
+    let t0 = Instant::now();
+    // (window before, window after the first loss), BDP = 62500.
+    for (before, after) in [(125_000, 87_500), (80_000, 62_500), (40_000, 40_000)] {
+        let (mut controller, sim) = cruising(t0, policed(TEN_MBIT, ms(50)));
+        controller.window = before;
+        let now = sim.now;
+        controller.on_congestion_event(now, now - ms(50), false, MDS);
+        assert_eq!(controller.window(), after, "before {before}");
+        // A packet sent before that reduction: same event, no further cut.
+        controller.on_congestion_event(now + ms(10), now - ms(1), false, MDS);
+        assert_eq!(controller.window(), after);
+        // One sent after it: a new event.
+        controller.on_congestion_event(now + ms(60), now + ms(5), false, MDS);
+        let again = (after * 7 / 10).max(62_500).min(after);
+        assert_eq!(controller.window(), again);
+    }
+}
+
+#[test]
+fn random_loss_costs_less_than_with_cubic() {
+    let t0 = Instant::now();
+    // 10 Mbit/s, 50 ms, a deep buffer, and every 100th datagram lost (1%) regardless
+    // of the window: radio loss, not congestion.
+    let link = Link {
+        loss_every: Some(100),
+        ..Link::new(TEN_MBIT, ms(50))
+    };
+    let mut delay_rate = DelayRate::new(MDS);
+    let mut delay_rate_sim = Sim::new(t0, link);
+    delay_rate_sim.run_for(&mut delay_rate, Duration::from_secs(5));
+    delay_rate_sim.take_mean_window();
+    let start = delay_rate_sim.delivered_bytes;
+    delay_rate_sim.run_for(&mut delay_rate, Duration::from_secs(20));
+    let delay_rate_bytes = delay_rate_sim.delivered_bytes - start;
+    let delay_rate_window = delay_rate_sim.take_mean_window();
+
+    let mut cubic = Cubic::new(MDS);
+    let mut cubic_sim = Sim::new(t0, link);
+    cubic_sim.run_for(&mut cubic, Duration::from_secs(5));
+    cubic_sim.take_mean_window();
+    let start = cubic_sim.delivered_bytes;
+    cubic_sim.run_for(&mut cubic, Duration::from_secs(20));
+    let cubic_bytes = cubic_sim.delivered_bytes - start;
+    let cubic_window = cubic_sim.take_mean_window();
+
+    // CUBIC at p = 1% averages about 1.2 / √p ≈ 12 datagrams (its Reno-friendly region),
+    // a quarter of the 52-datagram BDP; the delay-rate window stays at or above the BDP.
+    assert!(
+        delay_rate_window >= 62_500,
+        "delay-rate mean window {delay_rate_window}"
+    );
+    assert!(
+        delay_rate_window > 2 * cubic_window,
+        "delay-rate {delay_rate_window} vs cubic {cubic_window}"
+    );
+    assert!(
+        delay_rate_bytes > 2 * cubic_bytes,
+        "delivered: delay-rate {delay_rate_bytes} vs cubic {cubic_bytes}"
+    );
+    // Near line rate: 20 s at 10 Mbit/s is 25 MB, less the 1% lost.
+    assert!(
+        delay_rate_bytes > 23_000_000,
+        "delivered {delay_rate_bytes}"
+    );
+}
+
+#[test]
+fn pacing_rate_follows_the_delivery_rate() {
+    let t0 = Instant::now();
+    let mut controller = DelayRate::new(MDS);
+    let mut sim = Sim::new(t0, policed(TEN_MBIT, ms(50)));
+    assert_eq!(controller.pacing_rate(), None, "no rate sample yet");
+    // Startup: 2.885 × the max filter.
+    sim.step(&mut controller);
+    let rate = controller.max_delivery_rate();
+    assert!(rate > 0);
+    assert_eq!(controller.pacing_rate(), Some(rate * 2885 / 1000));
+
+    // Cruise: one ProbeBW cycle of gains, one per round, from its start.
+    while controller.state() != DelayRateState::Cruise {
+        sim.step(&mut controller);
+    }
+    let mut gains = Vec::new();
+    for _ in 0..8 {
+        gains.push(controller.pacing_rate().unwrap());
+        run_rounds(&mut controller, &mut sim, 1);
+    }
+    #[rustfmt::skip]
+    let expected = [
+        TEN_MBIT * 5 / 4, TEN_MBIT * 3 / 4, TEN_MBIT, TEN_MBIT,
+        TEN_MBIT, TEN_MBIT, TEN_MBIT, TEN_MBIT,
+    ];
+    assert_eq!(gains, expected);
+
+    // The radio doubles its rate: the next samples raise the estimate at once.
+    sim.link.capacity = 2 * TEN_MBIT;
+    run_rounds(&mut controller, &mut sim, 2);
+    assert_eq!(controller.max_delivery_rate(), 2 * TEN_MBIT);
+    // It then drops to a quarter: the max filter forgets the old rate after 10 rounds.
+    sim.link.capacity = TEN_MBIT / 2;
+    run_rounds(&mut controller, &mut sim, 11);
+    assert_eq!(controller.max_delivery_rate(), TEN_MBIT / 2);
+    let pacing = controller.pacing_rate().unwrap();
+    let candidates = [TEN_MBIT / 2 * 5 / 4, TEN_MBIT / 2 * 3 / 4, TEN_MBIT / 2];
+    assert!(candidates.contains(&pacing), "pacing {pacing}");
+}
+
+#[test]
+fn application_limited_acks_neither_grow_nor_lower() {
+    let t0 = Instant::now();
+    let mut estimator = RttEstimator::new();
+    estimator.on_sample(ms(50));
+    let mut controller = DelayRate::new(MDS);
+    let start = t0 + Duration::from_secs(1);
+    let signals = |rate| AckSignals {
+        delivery_rate: Some(rate),
+        app_limited: false,
+        queuing_delay: Some(Duration::ZERO),
+    };
+    controller.on_ack(start, start - ms(50), MDS, &estimator, &signals(200_000));
+    let window = controller.window();
+    let limited = |rate| AckSignals {
+        app_limited: true,
+        ..signals(rate)
+    };
+    for index in 1..50 {
+        let now = start + ms(index);
+        controller.on_ack(now, now - ms(50), MDS, &estimator, &limited(50_000));
+    }
+    assert_eq!(controller.window(), window, "no growth while app-limited");
+    assert_eq!(
+        controller.max_delivery_rate(),
+        200_000,
+        "low samples ignored"
+    );
+    // A larger app-limited sample does count.
+    let now = start + ms(60);
+    controller.on_ack(now, now - ms(50), MDS, &estimator, &limited(300_000));
+    assert_eq!(controller.max_delivery_rate(), 300_000);
+}
+
+#[test]
+fn persistent_congestion_restarts_from_the_minimum_window() {
+    let t0 = Instant::now();
+    let (mut controller, sim) = cruising(t0, policed(TEN_MBIT, ms(50)));
+    controller.on_congestion_event(sim.now, sim.now - ms(50), true, 20 * MDS);
+    assert_eq!(controller.window(), 4 * MDS);
+    assert_eq!(controller.state(), DelayRateState::Startup);
+    assert_eq!(controller.max_delivery_rate(), 0);
+    assert_eq!(
+        controller.min_rtt(),
+        Some(ms(50)),
+        "propagation delay is kept"
+    );
+    assert_eq!(controller.pacing_rate(), None);
+}

@@ -1,0 +1,181 @@
+use std::time::{Duration, Instant};
+
+use super::*;
+
+const MDS: u64 = 1200;
+
+fn us(value: u64) -> Duration {
+    Duration::from_micros(value)
+}
+
+#[test]
+fn capacity_is_an_eighth_of_the_window_within_two_and_ten_datagrams() {
+    let pacer = Pacer::new(MDS);
+    // (window, burst in bytes)
+    #[rustfmt::skip]
+    let cases = [
+        (0,           2 * MDS),
+        (2_400,       2 * MDS),
+        (24_000,      2 * MDS),  // 24000 / 8 = 2.5 datagrams
+        (38_400,      4 * MDS),  // 4 datagrams
+        (96_000,     10 * MDS),
+        (10_000_000, 10 * MDS),
+    ];
+    for (window, burst) in cases {
+        assert_eq!(pacer.capacity(window), burst, "window {window}");
+    }
+}
+
+#[test]
+fn rate_comes_from_the_controller_or_the_window() {
+    // (window, srtt, controller's rate, pacing rate)
+    #[rustfmt::skip]
+    let cases = [
+        (120_000, Duration::from_millis(100), None,            Some(1_500_000)), // 1.25 × 120000 / 0.1 s
+        (12_000,  Duration::from_millis(50),  None,            Some(300_000)),
+        (120_000, Duration::from_millis(100), Some(1_000_000), Some(1_000_000)),
+        (120_000, Duration::ZERO,             None,            None),
+        (120_000, Duration::ZERO,             Some(500_000),   Some(500_000)),
+        (120_000, Duration::from_millis(100), Some(0),         Some(1_500_000)), // 0 = unknown
+        (0,       Duration::from_millis(100), None,            None),
+    ];
+    for (window, srtt, controller_rate, expected) in cases {
+        assert_eq!(
+            Pacer::rate(window, srtt, controller_rate),
+            expected,
+            "window {window}, srtt {srtt:?}, rate {controller_rate:?}"
+        );
+    }
+}
+
+#[test]
+fn bursts_up_to_capacity_then_spaces_at_the_rate() {
+    let t0 = Instant::now();
+    let mut pacer = Pacer::new(MDS);
+    // 1.2 MB/s: one 1200-byte datagram per millisecond; window 24000: a 2-datagram burst.
+    let rate = Some(1_200_000);
+    let window = 24_000;
+    let srtt = Duration::from_millis(20);
+    let mut now = t0;
+    let mut sent_at = Vec::new();
+    for _ in 0..6 {
+        if let Some(at) = pacer.delay(now, MDS, window, srtt, rate) {
+            assert!(at > now);
+            now = at;
+            assert_eq!(pacer.delay(now, MDS, window, srtt, rate), None);
+        }
+        pacer.on_sent(now, MDS);
+        sent_at.push(now - t0);
+    }
+    assert_eq!(
+        sent_at,
+        [us(0), us(0), us(1000), us(2000), us(3000), us(4000)]
+    );
+}
+
+#[test]
+fn the_earliest_send_time_is_exact() {
+    let t0 = Instant::now();
+    let mut pacer = Pacer::new(MDS);
+    // Window-derived rate: 1.25 × 120000 / 100 ms = 1.5 MB/s, 800 µs per datagram;
+    // burst 10 datagrams.
+    let window = 120_000;
+    let srtt = Duration::from_millis(100);
+    for _ in 0..10 {
+        assert_eq!(pacer.delay(t0, MDS, window, srtt, None), None);
+        pacer.on_sent(t0, MDS);
+    }
+    assert_eq!(pacer.delay(t0, MDS, window, srtt, None), Some(t0 + us(800)));
+    // 300 µs later 450 bytes are back: 750 more bytes take 500 µs.
+    assert_eq!(
+        pacer.delay(t0 + us(300), MDS, window, srtt, None),
+        Some(t0 + us(800))
+    );
+    // A 600-byte datagram needs 150 more bytes: 100 µs.
+    assert_eq!(
+        pacer.delay(t0 + us(300), 600, window, srtt, None),
+        Some(t0 + us(400))
+    );
+}
+
+#[test]
+fn tokens_refill_in_proportion_to_time_up_to_capacity() {
+    let t0 = Instant::now();
+    let rate = Some(1_200_000); // 1200 bytes per ms
+    let window = 24_000; // burst of 2 datagrams
+    let srtt = Duration::from_millis(20);
+    // (idle time after emptying the bucket, datagrams that may go at once)
+    for (idle, burst) in [
+        (us(500), 0),
+        (us(1000), 1),
+        (us(1999), 1),
+        (us(2000), 2),
+        (us(60_000), 2),
+    ] {
+        let mut pacer = Pacer::new(MDS);
+        assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
+        pacer.on_sent(t0, MDS);
+        pacer.on_sent(t0, MDS);
+        let now = t0 + idle;
+        let mut sent = 0;
+        while pacer.delay(now, MDS, window, srtt, rate).is_none() {
+            pacer.on_sent(now, MDS);
+            sent += 1;
+            assert!(sent <= 10, "the bucket never empties");
+        }
+        assert_eq!(sent, burst, "idle {idle:?}");
+    }
+}
+
+#[test]
+fn many_tiny_refills_add_up() {
+    // 125000 bytes/s (1 Mbit/s): 0.125 bytes per microsecond, so each refill is a
+    // fraction of a byte. 9600 µs of them still pay for one 1200-byte datagram.
+    let t0 = Instant::now();
+    let mut pacer = Pacer::new(MDS);
+    let rate = Some(125_000);
+    let srtt = Duration::from_millis(100);
+    pacer.delay(t0, MDS, 0, srtt, rate);
+    pacer.on_sent(t0, MDS);
+    pacer.on_sent(t0, MDS);
+    let mut now = t0;
+    for _ in 0..9_599 {
+        now += us(1);
+        assert!(pacer.delay(now, MDS, 0, srtt, rate).is_some());
+    }
+    assert_eq!(pacer.delay(now + us(1), MDS, 0, srtt, rate), None);
+}
+
+#[test]
+fn zero_srtt_without_a_rate_never_delays() {
+    let t0 = Instant::now();
+    let mut pacer = Pacer::new(MDS);
+    for index in 0..100 {
+        let now = t0 + us(index);
+        assert_eq!(pacer.delay(now, MDS, 120_000, Duration::ZERO, None), None);
+        pacer.on_sent(now, MDS);
+    }
+    // Once an RTT is known, pacing starts with a full burst.
+    let srtt = Duration::from_millis(100);
+    for _ in 0..10 {
+        assert_eq!(pacer.delay(t0 + us(100), MDS, 120_000, srtt, None), None);
+        pacer.on_sent(t0 + us(100), MDS);
+    }
+    assert!(pacer
+        .delay(t0 + us(100), MDS, 120_000, srtt, None)
+        .is_some());
+}
+
+#[test]
+fn a_datagram_larger_than_the_bucket_waits_for_a_full_bucket() {
+    let t0 = Instant::now();
+    let mut pacer = Pacer::new(MDS);
+    let rate = Some(1_200_000);
+    // Burst 2 × 1200 = 2400 bytes; a 3000-byte datagram goes when the bucket is full.
+    assert_eq!(pacer.delay(t0, 3_000, 0, Duration::ZERO, rate), None);
+    pacer.on_sent(t0, 3_000);
+    assert_eq!(
+        pacer.delay(t0, 3_000, 0, Duration::ZERO, rate),
+        Some(t0 + us(2000))
+    );
+}

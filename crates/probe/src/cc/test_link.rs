@@ -1,0 +1,178 @@
+//! One bottleneck for controller tests, under a simulated clock: a window-limited,
+//! unpaced sender, a FIFO bottleneck of `capacity` bytes per second with an unbounded
+//! buffer (or none: `queue_free`), and a base RTT that includes one service time.
+//!
+//! Each step sends what the window allows and then delivers the oldest datagram's
+//! acknowledgement (or its loss). Delivery rate samples follow delivery rate estimation
+//! (bytes delivered since the datagram was sent over the time since the delivery before
+//! it), capped at the capacity.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::{AckSignals, Controller};
+use crate::RttEstimator;
+
+pub(crate) const MDS: u64 = 1200;
+const NANOS_PER_SECOND: u128 = 1_000_000_000;
+
+pub(crate) fn ms(value: u64) -> Duration {
+    Duration::from_millis(value)
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Link {
+    /// Bottleneck rate, bytes per second.
+    pub capacity: u64,
+    pub base_rtt: Duration,
+    /// No queue forms: the RTT stays at `base_rtt` whatever the window, and the rate
+    /// samples are capped at `capacity` (a perfectly paced sender).
+    pub queue_free: bool,
+    /// Every n-th datagram is lost (and reported as a congestion event).
+    pub loss_every: Option<u64>,
+    /// Extra queuing delay added to every datagram (on top of the modelled queue).
+    pub forced_queuing_delay: Option<Duration>,
+    /// Whether `AckSignals::queuing_delay` is filled (else controllers use srtt − min).
+    pub report_queuing_delay: bool,
+}
+
+impl Link {
+    pub(crate) fn new(capacity: u64, base_rtt: Duration) -> Self {
+        Self {
+            capacity,
+            base_rtt,
+            queue_free: false,
+            loss_every: None,
+            forced_queuing_delay: None,
+            report_queuing_delay: true,
+        }
+    }
+}
+
+pub(crate) struct Sim {
+    pub link: Link,
+    pub now: Instant,
+    pub rtt: RttEstimator,
+    pub datagrams: u64,
+    pub delivered_bytes: u64,
+    in_flight: VecDeque<InFlight>,
+    /// When the bottleneck finishes its current queue.
+    bottleneck_free: Instant,
+    /// Time of the latest delivery, for rate samples (delivery rate estimation's
+    /// `delivered_time`).
+    delivered_time: Instant,
+    window_sum: u128,
+    window_samples: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    sent: Instant,
+    ack_at: Instant,
+    queuing_delay: Duration,
+    delivered_at_send: u64,
+    delivered_time_at_send: Instant,
+}
+
+impl Sim {
+    /// Starts one second after `t0`.
+    pub(crate) fn new(t0: Instant, link: Link) -> Self {
+        let now = t0 + Duration::from_secs(1);
+        Self {
+            link,
+            now,
+            rtt: RttEstimator::new(),
+            datagrams: 0,
+            delivered_bytes: 0,
+            in_flight: VecDeque::new(),
+            bottleneck_free: now,
+            delivered_time: now,
+            window_sum: 0,
+            window_samples: 0,
+        }
+    }
+
+    fn service_time(&self) -> Duration {
+        Duration::from_nanos(
+            (u128::from(MDS) * NANOS_PER_SECOND / u128::from(self.link.capacity)) as u64,
+        )
+    }
+
+    /// Sends what the window allows at `now`: the sender is never application-limited.
+    fn send(&mut self, controller: &mut impl Controller) {
+        while (self.in_flight.len() as u64) * MDS < controller.window() {
+            let link = self.link;
+            // The bottleneck serves one datagram per service time; a queue-free link
+            // has no backlog (whatever exceeds the rate is policed in the rate samples).
+            let start = if link.queue_free {
+                self.now
+            } else {
+                self.now.max(self.bottleneck_free)
+            };
+            self.bottleneck_free = start + self.service_time();
+            let queuing_delay = start - self.now + link.forced_queuing_delay.unwrap_or_default();
+            self.in_flight.push_back(InFlight {
+                sent: self.now,
+                ack_at: self.now + link.base_rtt + queuing_delay,
+                queuing_delay,
+                delivered_at_send: self.delivered_bytes,
+                delivered_time_at_send: self.delivered_time,
+            });
+            let in_flight = self.in_flight.len() as u64 * MDS;
+            controller.on_sent(self.now, MDS, in_flight);
+        }
+    }
+
+    /// Sends what the window allows, then delivers the next acknowledgement (or loss).
+    pub(crate) fn step(&mut self, controller: &mut impl Controller) {
+        self.send(controller);
+        let packet = self
+            .in_flight
+            .pop_front()
+            .expect("the window is never empty");
+        self.now = self.now.max(packet.ack_at);
+        self.datagrams += 1;
+        self.window_sum += u128::from(controller.window());
+        self.window_samples += 1;
+        if self
+            .link
+            .loss_every
+            .is_some_and(|every| self.datagrams % every == 0)
+        {
+            controller.on_congestion_event(self.now, packet.sent, false, MDS);
+            return;
+        }
+        self.delivered_bytes += MDS;
+        self.delivered_time = self.now;
+        let interval = self.now - packet.delivered_time_at_send;
+        let delivery_rate = (!interval.is_zero()).then(|| {
+            let bytes = u128::from(self.delivered_bytes - packet.delivered_at_send);
+            ((bytes * NANOS_PER_SECOND / interval.as_nanos()) as u64).min(self.link.capacity)
+        });
+        self.rtt.on_sample(self.now - packet.sent);
+        let signals = AckSignals {
+            delivery_rate,
+            app_limited: false,
+            queuing_delay: self
+                .link
+                .report_queuing_delay
+                .then_some(packet.queuing_delay),
+        };
+        controller.on_ack(self.now, packet.sent, MDS, &self.rtt, &signals);
+    }
+
+    pub(crate) fn run_for(&mut self, controller: &mut impl Controller, duration: Duration) {
+        let end = self.now + duration;
+        while self.now < end {
+            self.step(controller);
+        }
+    }
+
+    /// Mean window over the steps since the last call, in bytes.
+    pub(crate) fn take_mean_window(&mut self) -> u64 {
+        let mean = self.window_sum / u128::from(self.window_samples.max(1));
+        self.window_sum = 0;
+        self.window_samples = 0;
+        mean as u64
+    }
+}

@@ -1,0 +1,263 @@
+//! Loss detection and the probe timeout after RFC 9002: section 6.1 (acknowledgement
+//! based detection with a packet threshold and a time threshold), section 6.2 (probe
+//! timeout), section 7.6 (persistent congestion), with the pseudocode of appendix A.10
+//! (`DetectAndRemoveLostPackets`) and A.8 (`GetPtoTimeAndSpace`) as the model.
+//!
+//! A tunnel path never retransmits by itself: a lost packet is handed back to the
+//! caller (who may reinject its inner packet on another path), and a probe timeout
+//! asks the caller for one ack-eliciting datagram to provoke feedback. The detector
+//! also keeps a loss rate, an exponentially weighted moving average over packets.
+
+use std::time::{Duration, Instant};
+
+use crate::rtt::RttEstimator;
+use crate::sent::{PacketState, SentPacket, SentPackets};
+
+/// RFC 9002 section 6.1.1, kPacketThreshold: a packet is lost once a packet sent this
+/// many packet numbers later is acknowledged.
+pub const PACKET_THRESHOLD: u64 = 3;
+/// RFC 9002 section 6.1.2, kTimeThreshold = 9/8, as numerator and denominator.
+pub const TIME_THRESHOLD_NUMERATOR: u32 = 9;
+pub const TIME_THRESHOLD_DENOMINATOR: u32 = 8;
+/// RFC 9002 section 6.1.2, kGranularity: the recommended 1 ms timer granularity.
+pub const GRANULARITY: Duration = Duration::from_millis(1);
+/// RFC 9002 section 7.6.1, kPersistentCongestionThreshold.
+pub const PERSISTENT_CONGESTION_THRESHOLD: u32 = 3;
+/// RFC 9002 section 6.2.2 (kInitialRtt): the RTT assumed before the first sample.
+pub const INITIAL_RTT: Duration = Duration::from_millis(333);
+/// The PTO backs off by two per consecutive expiry (RFC 9002 section 6.2.1); the
+/// exponent stops growing here (x1024: 1 s becomes 17 minutes) so it cannot overflow.
+const MAX_PTO_BACKOFF_EXPONENT: u32 = 10;
+/// Weight of one packet's outcome in the loss-rate average, 1/128. A path's loss rate
+/// matters to the scheduler in the 0.1 %-10 % range; with weight w a single loss
+/// moves the average by w, so 1/128 resolves about 1 % and remembers roughly the last
+/// 128 packets: a few round trips on a fast path, a few seconds on a 1 Mbit/s one.
+pub const LOSS_RATE_WEIGHT: f64 = 1.0 / 128.0;
+
+/// What one loss detection pass declared lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LossRound {
+    pub lost_packets: u32,
+    pub lost_bytes: u64,
+    /// Send time of the newest packet declared lost (the argument of the congestion
+    /// event, RFC 9002 appendix B.8 `OnPacketsLost`).
+    pub newest_lost_sent: Option<Instant>,
+    /// RFC 9002 section 7.6: the lost packets span more than the persistent congestion
+    /// duration with nothing acknowledged in between.
+    pub persistent_congestion: bool,
+}
+
+/// Loss detection state of one path (RFC 9002 appendix A.3 variables).
+#[derive(Clone, Debug)]
+pub struct LossDetector {
+    initial_rtt: Duration,
+    max_ack_delay: Duration,
+    largest_acked: Option<u64>,
+    loss_time: Option<Instant>,
+    pto_count: u32,
+    last_ack_eliciting_sent: Option<Instant>,
+    first_rtt_sample: Option<Instant>,
+    loss_rate: f64,
+    lost_packets: u64,
+    spurious_losses: u64,
+}
+
+impl LossDetector {
+    /// `max_ack_delay` is the peer's: how long it may hold an acknowledgement back.
+    pub fn new(initial_rtt: Duration, max_ack_delay: Duration) -> Self {
+        Self {
+            initial_rtt,
+            max_ack_delay,
+            largest_acked: None,
+            loss_time: None,
+            pto_count: 0,
+            last_ack_eliciting_sent: None,
+            first_rtt_sample: None,
+            loss_rate: 0.0,
+            lost_packets: 0,
+            spurious_losses: 0,
+        }
+    }
+
+    /// Smoothed RTT and RTT variance, the RFC 9002 section 6.2.2 initial values
+    /// (`initial_rtt`, `initial_rtt / 2`) before the first sample.
+    fn rtt_or_initial(&self, rtt: &RttEstimator) -> (Duration, Duration) {
+        match rtt.smoothed() {
+            Some(smoothed) => (smoothed, rtt.variance()),
+            None => (self.initial_rtt, self.initial_rtt / 2),
+        }
+    }
+
+    /// RFC 9002 section 6.1.2: kTimeThreshold * max(smoothed_rtt, latest_rtt), at least
+    /// kGranularity.
+    pub fn loss_delay(&self, rtt: &RttEstimator) -> Duration {
+        let (smoothed, _) = self.rtt_or_initial(rtt);
+        let base = rtt.latest().map_or(smoothed, |latest| latest.max(smoothed));
+        (base * TIME_THRESHOLD_NUMERATOR / TIME_THRESHOLD_DENOMINATOR).max(GRANULARITY)
+    }
+
+    /// RFC 9002 section 6.2.1 without backoff: smoothed_rtt + max(4 * rttvar,
+    /// kGranularity) + max_ack_delay.
+    pub fn pto_base(&self, rtt: &RttEstimator) -> Duration {
+        let (smoothed, variance) = self.rtt_or_initial(rtt);
+        smoothed + (variance * 4).max(GRANULARITY) + self.max_ack_delay
+    }
+
+    /// The probe timeout with the current backoff: [`Self::pto_base`] * 2^pto_count.
+    pub fn pto_period(&self, rtt: &RttEstimator) -> Duration {
+        self.pto_base(rtt) * (1 << self.pto_count.min(MAX_PTO_BACKOFF_EXPONENT))
+    }
+
+    /// RFC 9002 section 7.6.1: (PTO without backoff) * kPersistentCongestionThreshold.
+    pub fn persistent_congestion_duration(&self, rtt: &RttEstimator) -> Duration {
+        self.pto_base(rtt) * PERSISTENT_CONGESTION_THRESHOLD
+    }
+
+    pub fn on_packet_sent(&mut self, now: Instant) {
+        self.last_ack_eliciting_sent = Some(now);
+    }
+
+    /// An acknowledgement arrived whose largest acknowledged number is `largest`.
+    pub fn on_ack_received(&mut self, largest: u64) {
+        self.largest_acked = Some(self.largest_acked.map_or(largest, |old| old.max(largest)));
+    }
+
+    /// RFC 9002 appendix A.7: the PTO backoff resets when an acknowledgement newly
+    /// acknowledges something.
+    pub fn on_packets_newly_acked(&mut self, count: u32) {
+        if count > 0 {
+            self.pto_count = 0;
+        }
+        for _ in 0..count {
+            self.loss_rate += (0.0 - self.loss_rate) * LOSS_RATE_WEIGHT;
+        }
+    }
+
+    /// A packet declared lost was acknowledged after all.
+    pub fn on_spurious_loss(&mut self) {
+        self.spurious_losses += 1;
+    }
+
+    /// RFC 9002 section 7.6.2: only packets sent after the first RTT sample count
+    /// towards persistent congestion.
+    pub fn on_rtt_sample(&mut self, now: Instant) {
+        self.first_rtt_sample.get_or_insert(now);
+    }
+
+    /// RFC 9002 appendix A.10 `DetectAndRemoveLostPackets`: declares lost every
+    /// in-flight packet at or below the largest acknowledged that is
+    /// [`PACKET_THRESHOLD`] numbers older or was sent [`Self::loss_delay`] before `now`,
+    /// hands each to `on_lost`, and arms the loss timer for the earliest remaining one.
+    pub fn detect_lost(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        sent: &mut SentPackets,
+        mut on_lost: impl FnMut(&SentPacket),
+    ) -> LossRound {
+        self.loss_time = None;
+        let mut round = LossRound::default();
+        let Some(largest_acked) = self.largest_acked else {
+            return round;
+        };
+        let loss_delay = self.loss_delay(rtt);
+        let lost_send_time = now.checked_sub(loss_delay);
+        let congestion_duration = self.persistent_congestion_duration(rtt);
+        // The current run of newly lost packets with nothing acknowledged in between:
+        // send time of its first packet.
+        let mut run_start: Option<Instant> = None;
+        for index in 0..sent.len() {
+            let number = sent.number(index);
+            if number > largest_acked {
+                break;
+            }
+            match sent.state(index) {
+                PacketState::AckedNow | PacketState::Acked => {
+                    run_start = None;
+                    continue;
+                }
+                PacketState::Lost => continue,
+                PacketState::InFlight => {}
+            }
+            let sent_time = sent.packet(index).time;
+            let lost_by_time = lost_send_time.is_some_and(|limit| sent_time <= limit);
+            let lost_by_count = largest_acked >= number + PACKET_THRESHOLD;
+            if !(lost_by_time || lost_by_count) {
+                let deadline = sent_time + loss_delay;
+                self.loss_time = Some(self.loss_time.map_or(deadline, |t| t.min(deadline)));
+                run_start = None;
+                continue;
+            }
+            let Some(packet) = sent.mark_lost(index) else {
+                continue;
+            };
+            on_lost(&packet);
+            round.lost_packets += 1;
+            round.lost_bytes += packet.bytes;
+            round.newest_lost_sent = Some(packet.time);
+            self.lost_packets += 1;
+            self.loss_rate += (1.0 - self.loss_rate) * LOSS_RATE_WEIGHT;
+            if self
+                .first_rtt_sample
+                .is_some_and(|first| packet.time >= first)
+            {
+                let start = *run_start.get_or_insert(packet.time);
+                if packet.time - start > congestion_duration {
+                    round.persistent_congestion = true;
+                }
+            }
+        }
+        round
+    }
+
+    /// Whether the time-threshold loss timer has fired.
+    pub fn loss_timer_expired(&self, now: Instant) -> bool {
+        self.loss_time.is_some_and(|at| now >= at)
+    }
+
+    /// RFC 9002 appendix A.8: the loss timer when armed, otherwise the PTO counted
+    /// from the last ack-eliciting send, while anything is in flight.
+    pub fn timer(&self, rtt: &RttEstimator, anything_in_flight: bool) -> Option<Instant> {
+        if self.loss_time.is_some() {
+            return self.loss_time;
+        }
+        if !anything_in_flight {
+            return None;
+        }
+        self.last_ack_eliciting_sent
+            .map(|sent| sent + self.pto_period(rtt))
+    }
+
+    /// RFC 9002 section 6.2.1: a probe timeout expired; back off.
+    pub fn on_pto(&mut self) {
+        self.pto_count = self.pto_count.saturating_add(1);
+    }
+
+    /// Forgets the loss timer (everything in flight was handed back).
+    pub fn clear_loss_timer(&mut self) {
+        self.loss_time = None;
+    }
+
+    pub fn pto_count(&self) -> u32 {
+        self.pto_count
+    }
+
+    /// Fraction of recent packets lost, an EWMA with weight [`LOSS_RATE_WEIGHT`].
+    pub fn loss_rate(&self) -> f64 {
+        self.loss_rate
+    }
+
+    /// Packets declared lost so far.
+    pub fn lost_packets(&self) -> u64 {
+        self.lost_packets
+    }
+
+    /// Packets declared lost and acknowledged later.
+    pub fn spurious_losses(&self) -> u64 {
+        self.spurious_losses
+    }
+}
+
+#[cfg(test)]
+#[path = "loss_tests.rs"]
+mod tests;

@@ -1,0 +1,248 @@
+use super::*;
+
+fn ms(value: u64) -> Duration {
+    Duration::from_millis(value)
+}
+
+fn us(value: u64) -> Duration {
+    Duration::from_micros(value)
+}
+
+const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
+
+/// Sends one 1000-byte packet per entry of `send_offsets_ms`, numbered from 0.
+fn sent_at(t0: Instant, send_offsets_ms: &[u64]) -> SentPackets {
+    let mut sent = SentPackets::with_capacity(16);
+    for (pn, &offset) in send_offsets_ms.iter().enumerate() {
+        let time = t0 + ms(offset);
+        assert!(sent.push(SentPacket {
+            pn: pn as u32,
+            time,
+            bytes: 1000,
+            seq: Some(100 + pn as u32),
+            delivered: 0,
+            delivered_time: time,
+            first_sent_time: time,
+            app_limited: false,
+        }));
+    }
+    sent
+}
+
+/// Marks `pns` acknowledged the way `PathProbe::on_ack` does.
+fn ack(sent: &mut SentPackets, loss: &mut LossDetector, pns: &[u32]) {
+    for &pn in pns {
+        let number = sent.widen_pn(pn).unwrap();
+        let index = sent.index_of(number).unwrap();
+        sent.mark_acked_now(index);
+        sent.settle_acked(index);
+        loss.on_ack_received(number);
+    }
+}
+
+fn detect(
+    loss: &mut LossDetector,
+    now: Instant,
+    rtt: &RttEstimator,
+    sent: &mut SentPackets,
+) -> (Vec<u32>, LossRound) {
+    let mut lost = Vec::new();
+    let round = loss.detect_lost(now, rtt, sent, |packet| lost.push(packet.pn));
+    (lost, round)
+}
+
+fn rtt_of(samples_ms: &[u64]) -> RttEstimator {
+    let mut rtt = RttEstimator::new();
+    for &sample in samples_ms {
+        rtt.on_sample(ms(sample));
+    }
+    rtt
+}
+
+/// Packets 0..=9 sent every 10 ms; RTT 100 ms, so the time threshold is 112.5 ms.
+/// Each row: packets acknowledged, time of the detection (ms after the first send),
+/// packets declared lost, loss timer afterwards (µs after the first send).
+#[test]
+fn packet_and_time_threshold_table() {
+    type Case = (
+        &'static str,
+        &'static [u32],
+        u64,
+        &'static [u32],
+        Option<u64>,
+    );
+    #[rustfmt::skip]
+    let cases: &[Case] = &[
+        ("3 later acked: 0 lost by count",       &[3],    103, &[0],       Some(122_500)),
+        ("5 acked: 0, 1, 2 lost by count",        &[5],    105, &[0, 1, 2], Some(142_500)),
+        ("2 acked: nothing yet, timer on 0",      &[2],    112, &[],        Some(112_500)),
+        ("1 acked late: 0 lost by time",          &[1],    200, &[0],       None),
+        ("6 acked late: count and time",          &[6],    170, &[0, 1, 2, 3, 4, 5], None),
+        ("everything acked: nothing lost",        &[0, 1, 2, 3], 130, &[],  None),
+        ("0 acked only: nothing to judge",        &[0],    500, &[],        None),
+    ];
+    let t0 = Instant::now();
+    let rtt = rtt_of(&[100]);
+    for (name, acked, at_ms, expected_lost, expected_timer) in cases {
+        let mut sent = sent_at(t0, &(0..10).map(|pn| pn * 10).collect::<Vec<_>>());
+        let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+        assert_eq!(loss.loss_delay(&rtt), us(112_500), "{name}");
+        ack(&mut sent, &mut loss, acked);
+        let (lost, round) = detect(&mut loss, t0 + ms(*at_ms), &rtt, &mut sent);
+        assert_eq!(lost, *expected_lost, "{name}: lost");
+        assert_eq!(round.lost_packets as usize, expected_lost.len(), "{name}");
+        assert_eq!(
+            round.lost_bytes,
+            1000 * expected_lost.len() as u64,
+            "{name}"
+        );
+        let timer = loss
+            .timer(&rtt, true)
+            .map(|at| (at - t0).as_micros() as u64);
+        if expected_timer.is_some() {
+            assert_eq!(timer, *expected_timer, "{name}: loss timer");
+        } else {
+            assert!(loss.loss_time.is_none(), "{name}: no loss timer");
+        }
+    }
+}
+
+/// The loss timer fires packet by packet: after 2 is acknowledged at 112 ms, 0 goes
+/// at 112.5 ms and 1 at 122.5 ms.
+#[test]
+fn loss_timer_sequence() {
+    let t0 = Instant::now();
+    let rtt = rtt_of(&[100]);
+    let mut sent = sent_at(t0, &[0, 10, 20]);
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    ack(&mut sent, &mut loss, &[2]);
+    assert_eq!(
+        detect(&mut loss, t0 + ms(112), &rtt, &mut sent).0,
+        Vec::<u32>::new()
+    );
+    assert!(!loss.loss_timer_expired(t0 + ms(112)));
+    assert!(loss.loss_timer_expired(t0 + us(112_500)));
+    assert_eq!(detect(&mut loss, t0 + us(112_500), &rtt, &mut sent).0, [0]);
+    assert_eq!(loss.timer(&rtt, true), Some(t0 + us(122_500)));
+    assert_eq!(detect(&mut loss, t0 + us(122_500), &rtt, &mut sent).0, [1]);
+    assert_eq!(loss.timer(&rtt, false), None);
+    assert_eq!(sent.packets_in_flight(), 0);
+}
+
+/// Each row: RTT samples fed, expected time threshold in µs.
+#[test]
+fn time_threshold_table() {
+    #[rustfmt::skip]
+    let cases: &[(&[u64], u64)] = &[
+        // no sample: 9/8 of the initial 333 ms
+        (&[],         374_625),
+        (&[100],      112_500),
+        // latest 200 > srtt 112.5: 9/8 * 200
+        (&[100, 200], 225_000),
+        // srtt 93.75 > latest 50: 9/8 * 93.75
+        (&[100, 50],  105_468),
+    ];
+    for (samples, expected) in cases {
+        let loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+        let delay = loss.loss_delay(&rtt_of(samples));
+        assert_eq!(delay.as_micros() as u64, *expected, "{samples:?}");
+    }
+    // 1 ms granularity floor
+    let mut tiny = RttEstimator::new();
+    tiny.on_sample(us(500));
+    let loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    assert_eq!(loss.loss_delay(&tiny), GRANULARITY);
+}
+
+#[test]
+fn pto_values_and_backoff() {
+    let t0 = Instant::now();
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    // before any sample: 333 + 4 * 166.5 + 25 = 1024 ms
+    assert_eq!(loss.pto_base(&RttEstimator::new()), ms(1024));
+    // RTT 100 ms: 100 + 4 * 50 + 25 = 325 ms, doubling per consecutive PTO
+    let rtt = rtt_of(&[100]);
+    for (count, expected_ms) in [(0, 325), (1, 650), (2, 1300), (3, 2600), (4, 5200)] {
+        assert_eq!(loss.pto_count(), count);
+        assert_eq!(loss.pto_period(&rtt), ms(expected_ms), "pto_count {count}");
+        loss.on_pto();
+    }
+    // the exponent stops at 10
+    for _ in 0..40 {
+        loss.on_pto();
+    }
+    assert_eq!(loss.pto_period(&rtt), ms(325) * 1024);
+    // the variance term has the 1 ms floor: steady 10 ms gives 10 + 1 + 25
+    let steady = rtt_of(&[10; 200]);
+    assert_eq!(loss.pto_base(&steady), ms(36));
+
+    // the timer runs from the last ack-eliciting send, only while in flight
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    loss.on_packet_sent(t0 + ms(5));
+    assert_eq!(loss.timer(&rtt, true), Some(t0 + ms(330)));
+    assert_eq!(loss.timer(&rtt, false), None);
+    loss.on_pto();
+    assert_eq!(loss.timer(&rtt, true), Some(t0 + ms(655)));
+    // an acknowledgement of new data resets the backoff
+    loss.on_packets_newly_acked(1);
+    assert_eq!(loss.pto_count(), 0);
+    assert_eq!(loss.timer(&rtt, true), Some(t0 + ms(330)));
+}
+
+/// RTT 100 ms: persistent congestion duration = 3 * 325 ms = 975 ms.
+/// Each row: send times (ms), packets acknowledged, when the RTT was first sampled,
+/// detection time, lost, persistent congestion.
+#[test]
+fn persistent_congestion_table() {
+    type Case = (
+        &'static str,
+        &'static [u64],
+        &'static [u32],
+        u64,
+        u64,
+        &'static [u32],
+        bool,
+    );
+    #[rustfmt::skip]
+    let cases: &[Case] = &[
+        ("1500 ms of losses",            &[0, 500, 1000, 1500, 1600], &[4],    0,   1700, &[0, 1, 2, 3], true),
+        ("an ack in between splits",     &[0, 500, 1000, 1500, 1600], &[2, 4], 0,   1700, &[0, 1, 3],    false),
+        ("shorter than 975 ms",          &[0, 300, 600, 900, 1000],   &[4],    0,   1100, &[0, 1, 2, 3], false),
+        ("sent before the first sample", &[0, 500, 1000, 1500, 1600], &[4],    600, 1700, &[0, 1, 2, 3], false),
+    ];
+    let t0 = Instant::now();
+    let rtt = rtt_of(&[100]);
+    for (name, sends, acked, first_sample, at, expected_lost, expected_persistent) in cases {
+        let mut sent = sent_at(t0, sends);
+        let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+        assert_eq!(loss.persistent_congestion_duration(&rtt), ms(975));
+        loss.on_rtt_sample(t0 + ms(*first_sample));
+        ack(&mut sent, &mut loss, acked);
+        let (lost, round) = detect(&mut loss, t0 + ms(*at), &rtt, &mut sent);
+        assert_eq!(lost, *expected_lost, "{name}");
+        assert_eq!(round.persistent_congestion, *expected_persistent, "{name}");
+        assert_eq!(
+            round.newest_lost_sent,
+            Some(t0 + ms(sends[*expected_lost.last().unwrap() as usize])),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn loss_rate_is_a_packet_ewma() {
+    let t0 = Instant::now();
+    let rtt = rtt_of(&[100]);
+    let mut sent = sent_at(t0, &[0, 1, 2, 3]);
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    ack(&mut sent, &mut loss, &[3]);
+    loss.on_packets_newly_acked(1);
+    assert_eq!(loss.loss_rate(), 0.0);
+    detect(&mut loss, t0 + ms(10), &rtt, &mut sent);
+    // 0 is lost (3 >= 0 + 3): one loss from zero moves the average by the weight
+    assert_eq!(loss.lost_packets(), 1);
+    assert!((loss.loss_rate() - LOSS_RATE_WEIGHT).abs() < 1e-12);
+    loss.on_packets_newly_acked(128);
+    let expected = LOSS_RATE_WEIGHT * (1.0 - LOSS_RATE_WEIGHT).powi(128);
+    assert!((loss.loss_rate() - expected).abs() < 1e-12);
+}

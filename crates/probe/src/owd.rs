@@ -1,0 +1,164 @@
+//! One-way delay trend of the forward direction of a path, from the raw one-way delay
+//! the receiver reports for the largest packet of each acknowledgement (its clock at
+//! receipt minus the sender's timestamp: the true delay plus a constant clock offset).
+//!
+//! The offset cancels in differences, so the estimator works with relative values
+//! only, as LEDBAT does (RFC 6817 section 2: the "base delay" is the minimum one-way
+//! delay seen over a window, the queuing delay is the current delay minus it):
+//!
+//! * raw values are 32-bit microsecond counters that wrap (every 71 minutes); each is
+//!   unwrapped by its signed difference to the previous one,
+//! * the base delay is the minimum over [`BASE_DELAY_WINDOW`] kept in one-second
+//!   buckets (RFC 6817 keeps per-minute minima in its BASE_HISTORY; a tunnel path is
+//!   judged in seconds, not minutes),
+//! * the queuing delay is the sample minus the base, smoothed with RFC 6298's 1/8,
+//! * the trend is the least-squares slope of the last [`TREND_SAMPLES`] unwrapped
+//!   delays over their send times, in microseconds per second: a queue building in a
+//!   modem shows as a positive slope several round trips before it overflows, the
+//!   signal delay-based schedulers and congestion controllers act on.
+
+use std::time::{Duration, Instant};
+
+/// How far back the base (minimum) delay reaches. Ten seconds is the window BBR uses
+/// for its minimum RTT (draft-cardwell-iccrg-bbr-congestion-control, `MinRTTFilterLen`):
+/// long enough that a queue standing for several round trips on a 150 ms path does
+/// not become the new base, short enough to follow a route or cell change, and the
+/// clock drift between the two ends (100 ppm = 1 ms per 10 s) stays below a millisecond.
+pub const BASE_DELAY_WINDOW: Duration = Duration::from_secs(10);
+/// Width of one bucket of the base-delay history.
+const BASE_DELAY_BUCKET: Duration = Duration::from_secs(1);
+/// Buckets covering [`BASE_DELAY_WINDOW`].
+const BASE_DELAY_BUCKETS: usize = 10;
+/// Samples in the trend regression: 16 acknowledgements are one or two round trips at
+/// the acknowledgement rate of a loaded path, enough to average out jitter while still
+/// reacting within those round trips.
+pub const TREND_SAMPLES: usize = 16;
+/// The trend needs at least this many samples to say anything.
+pub const TREND_MIN_SAMPLES: usize = 4;
+/// RFC 6298 section 2.3's alpha = 1/8, reused for the queuing-delay average.
+const SMOOTHING_DENOMINATOR: f64 = 8.0;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Bucket {
+    index: u64,
+    min: i64,
+    used: bool,
+}
+
+/// One-way delay estimator of one path direction.
+#[derive(Clone, Debug)]
+pub struct OwdEstimator {
+    origin: Option<Instant>,
+    previous_raw: u32,
+    /// The latest sample unwrapped, relative to the first sample (µs).
+    unwrapped: i64,
+    buckets: [Bucket; BASE_DELAY_BUCKETS],
+    base: i64,
+    smoothed_queuing_us: Option<f64>,
+    /// Ring of (seconds since origin, unwrapped delay µs).
+    trend: [(f64, f64); TREND_SAMPLES],
+    trend_len: usize,
+    trend_next: usize,
+}
+
+impl Default for OwdEstimator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OwdEstimator {
+    pub fn new() -> Self {
+        Self {
+            origin: None,
+            previous_raw: 0,
+            unwrapped: 0,
+            buckets: [Bucket::default(); BASE_DELAY_BUCKETS],
+            base: 0,
+            smoothed_queuing_us: None,
+            trend: [(0.0, 0.0); TREND_SAMPLES],
+            trend_len: 0,
+            trend_next: 0,
+        }
+    }
+
+    /// Feeds the raw one-way delay of a packet sent at `sent` (the send time, not the
+    /// acknowledgement's arrival, places the sample where the queue was). Feed one
+    /// sample per newly acknowledged largest packet; repeats would weigh it twice.
+    pub fn on_sample(&mut self, sent: Instant, raw_owd_us: u32) {
+        let first = self.origin.is_none();
+        let origin = *self.origin.get_or_insert(sent);
+        if first {
+            self.unwrapped = 0;
+        } else {
+            let step = i64::from(raw_owd_us.wrapping_sub(self.previous_raw) as i32);
+            self.unwrapped += step;
+        }
+        self.previous_raw = raw_owd_us;
+        let since_origin = sent.saturating_duration_since(origin);
+
+        let bucket_index = (since_origin.as_nanos() / BASE_DELAY_BUCKET.as_nanos()) as u64;
+        let bucket = &mut self.buckets[(bucket_index % BASE_DELAY_BUCKETS as u64) as usize];
+        if !bucket.used || bucket.index != bucket_index {
+            *bucket = Bucket {
+                index: bucket_index,
+                min: self.unwrapped,
+                used: true,
+            };
+        } else {
+            bucket.min = bucket.min.min(self.unwrapped);
+        }
+        self.base = self
+            .buckets
+            .iter()
+            .filter(|b| b.used && bucket_index.saturating_sub(b.index) < BASE_DELAY_BUCKETS as u64)
+            .map(|b| b.min)
+            .min()
+            .unwrap_or(self.unwrapped);
+
+        let queuing = (self.unwrapped - self.base) as f64;
+        self.smoothed_queuing_us = Some(match self.smoothed_queuing_us {
+            None => queuing,
+            Some(old) => old + (queuing - old) / SMOOTHING_DENOMINATOR,
+        });
+
+        self.trend[self.trend_next] = (since_origin.as_secs_f64(), self.unwrapped as f64);
+        self.trend_next = (self.trend_next + 1) % TREND_SAMPLES;
+        self.trend_len = (self.trend_len + 1).min(TREND_SAMPLES);
+    }
+
+    /// Smoothed queuing delay: one-way delay above the windowed minimum.
+    pub fn queuing_delay(&self) -> Option<Duration> {
+        self.smoothed_queuing_us
+            .map(|us| Duration::from_nanos((us.max(0.0) * 1000.0).round() as u64))
+    }
+
+    /// The latest sample minus the base delay, unsmoothed.
+    pub fn latest_queuing_delay(&self) -> Option<Duration> {
+        self.smoothed_queuing_us
+            .map(|_| Duration::from_micros((self.unwrapped - self.base).max(0) as u64))
+    }
+
+    /// Least-squares slope of the one-way delay over the last [`TREND_SAMPLES`]
+    /// samples, in µs per second; `None` with fewer than [`TREND_MIN_SAMPLES`] samples
+    /// or when they were all sent at the same instant.
+    pub fn trend_us_per_s(&self) -> Option<f64> {
+        if self.trend_len < TREND_MIN_SAMPLES {
+            return None;
+        }
+        let samples = &self.trend[..self.trend_len];
+        let count = self.trend_len as f64;
+        let mean_x = samples.iter().map(|&(x, _)| x).sum::<f64>() / count;
+        let mean_y = samples.iter().map(|&(_, y)| y).sum::<f64>() / count;
+        let (mut covariance, mut variance) = (0.0, 0.0);
+        for &(x, y) in samples {
+            covariance += (x - mean_x) * (y - mean_y);
+            variance += (x - mean_x) * (x - mean_x);
+        }
+        (variance > 0.0).then(|| covariance / variance)
+    }
+}
+
+#[cfg(test)]
+#[path = "owd_tests.rs"]
+mod tests;

@@ -1,0 +1,112 @@
+use super::*;
+
+fn ms(value: u64) -> Duration {
+    Duration::from_millis(value)
+}
+
+/// Feeds `(send time in ms, raw one-way delay in µs)` pairs.
+fn feed(owd: &mut OwdEstimator, t0: Instant, samples: &[(u64, u32)]) {
+    for &(at, raw) in samples {
+        owd.on_sample(t0 + ms(at), raw);
+    }
+}
+
+/// A clock offset of 3e9 µs between the ends; each row: send time (ms), true one-way
+/// delay (µs), expected latest queuing delay (µs), expected smoothed queuing delay (ns).
+#[test]
+fn minimum_and_queuing_delay_table() {
+    const OFFSET: u32 = 3_000_000_000;
+    #[rustfmt::skip]
+    let rows: &[(u64, u32, u64, u64)] = &[
+        (0,  50_000,      0,         0),
+        (10, 50_000,      0,         0),
+        // 10 ms above the minimum: smoothed moves 1/8 of the way
+        (20, 60_000, 10_000, 1_250_000),
+        // a new minimum
+        (30, 40_000,      0, 1_093_750),
+        (40, 45_000,  5_000, 1_582_031),
+    ];
+    let t0 = Instant::now();
+    let mut owd = OwdEstimator::new();
+    assert_eq!(owd.queuing_delay(), None);
+    for &(at, delay, latest_us, smoothed_ns) in rows {
+        owd.on_sample(t0 + ms(at), delay.wrapping_add(OFFSET));
+        assert_eq!(
+            owd.latest_queuing_delay(),
+            Some(Duration::from_micros(latest_us)),
+            "{at} ms"
+        );
+        assert_eq!(
+            owd.queuing_delay(),
+            Some(Duration::from_nanos(smoothed_ns)),
+            "{at} ms"
+        );
+    }
+}
+
+/// The minimum is forgotten after the 10 s window.
+#[test]
+fn minimum_expires_after_the_window() {
+    let t0 = Instant::now();
+    let mut owd = OwdEstimator::new();
+    owd.on_sample(t0, 40_000);
+    for second in 1..=9 {
+        owd.on_sample(t0 + ms(second * 1000), 50_000);
+        assert_eq!(
+            owd.latest_queuing_delay(),
+            Some(Duration::from_micros(10_000)),
+            "{second} s"
+        );
+    }
+    owd.on_sample(t0 + ms(10_000), 50_000);
+    assert_eq!(owd.latest_queuing_delay(), Some(Duration::ZERO));
+}
+
+#[test]
+fn positive_trend_under_queue_build_up() {
+    let t0 = Instant::now();
+    let mut owd = OwdEstimator::new();
+    // one sample per 10 ms, delay up 1 ms each time: 100 ms per second
+    let samples: Vec<(u64, u32)> = (0..20)
+        .map(|i| (i * 10, 30_000 + i as u32 * 1000))
+        .collect();
+    feed(&mut owd, t0, &samples[..3]);
+    assert_eq!(owd.trend_us_per_s(), None, "too few samples");
+    feed(&mut owd, t0, &samples[3..]);
+    let trend = owd.trend_us_per_s().unwrap();
+    assert!((trend - 100_000.0).abs() < 1e-3, "{trend}");
+    assert!(owd.queuing_delay().unwrap() > ms(10));
+}
+
+#[test]
+fn zero_trend_in_steady_state() {
+    let t0 = Instant::now();
+    let mut owd = OwdEstimator::new();
+    let samples: Vec<(u64, u32)> = (0..40).map(|i| (i * 25, 30_000)).collect();
+    feed(&mut owd, t0, &samples);
+    assert_eq!(owd.trend_us_per_s(), Some(0.0));
+    assert_eq!(owd.queuing_delay(), Some(Duration::ZERO));
+}
+
+/// Raw values crossing u32::MAX (from the fourth sample on) give exactly what the same delays without the wrap give.
+#[test]
+fn raw_values_wrap() {
+    let t0 = Instant::now();
+    let (mut wrapped, mut plain) = (OwdEstimator::new(), OwdEstimator::new());
+    for i in 0..20u32 {
+        let delay = 30_000 + (i % 5) * 4_000 + i * 500;
+        wrapped.on_sample(
+            t0 + ms(u64::from(i) * 10),
+            (u32::MAX - 40_000).wrapping_add(delay),
+        );
+        plain.on_sample(t0 + ms(u64::from(i) * 10), delay);
+        assert_eq!(
+            wrapped.latest_queuing_delay(),
+            plain.latest_queuing_delay(),
+            "sample {i}"
+        );
+        assert_eq!(wrapped.queuing_delay(), plain.queuing_delay(), "sample {i}");
+    }
+    assert_eq!(wrapped.trend_us_per_s(), plain.trend_us_per_s());
+    assert!(wrapped.trend_us_per_s().unwrap() > 0.0);
+}
