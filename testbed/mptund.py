@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netns import Netns, Testbed
+from workspace import REPO_ROOT, release_binary
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVER_PUBLIC_ADDR = "198.18.0.1"
 SERVER_PORT = 51900
 CLIENT_TUN_ADDR = "198.18.100.2"
@@ -35,11 +35,7 @@ SERVER_TUN_ADDR6 = "fdd8:6d70:7475::1"
 
 def mptund_binary() -> Path:
     """$MPTUND_BIN, else the workspace's release build."""
-    candidate = Path(os.environ.get("MPTUND_BIN", REPO_ROOT / "target" / "release" / "mptund"))
-    if not candidate.is_file():
-        raise FileNotFoundError(f"mptund binary not found at {candidate}: run "
-                                "`cargo build --release -p mptund` or set MPTUND_BIN")
-    return candidate
+    return release_binary("mptund", "MPTUND_BIN")
 
 
 def direct_topology(bed: Testbed, paths: int) -> tuple[Netns, Netns, list[str]]:

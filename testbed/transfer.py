@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """A TCP bulk transfer whose bytes are checked end to end.
 
-    transfer.py recv --listen 198.18.100.1:5001          # prints {"bytes", "sha256", "seconds"}
+    transfer.py recv --listen 198.18.100.1:5001          # prints {"bytes", "sha256", "seconds", ...}
     transfer.py send --to 198.18.100.1:5001 --bytes 50000000 --seed 7
 
-The sender streams deterministic pseudo-random bytes (seeded, so a rerun sends the
-same) and prints their SHA-256; the receiver hashes what arrives until EOF. Equal
-digests and counts mean the tunnel delivered every byte, in order, unaltered.
+Either side may listen (`--listen`) or connect (`--to`): for kernel MPTCP the client
+must open the connection even when the server sends. The sender streams
+deterministic pseudo-random bytes (seeded, so a rerun sends the same) and prints
+their SHA-256; the receiver hashes what arrives until EOF. Equal digests and counts
+mean the tunnel delivered every byte, in order, unaltered. The receiver also reports
+the longest time without a single byte arriving (`longest_gap_ms`), what the inner
+TCP "sees" of a path failure, with millisecond resolution.
 """
 
 import argparse
@@ -25,38 +29,56 @@ def parse_endpoint(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def receive(listen: str, timeout: float) -> dict:
-    host, port = parse_endpoint(listen)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as server:
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind((host, port))
-        server.listen(1)
-        server.settimeout(timeout)
-        print("listening", file=sys.stderr, flush=True)
-        conn, _ = server.accept()
-        conn.settimeout(timeout)
-        digest, total, start = hashlib.sha256(), 0, time.monotonic()
-        with conn:
-            while chunk := conn.recv(1 << 20):
-                digest.update(chunk)
-                total += len(chunk)
-        return {"bytes": total, "sha256": digest.hexdigest(), "seconds": time.monotonic() - start}
+def family_of(host: str) -> int:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def send(to: str, count: int, seed: int, timeout: float) -> dict:
-    host, port = parse_endpoint(to)
+def open_connection(args) -> socket.socket:
+    """Accepts one connection on --listen, or connects to --to (retrying while the
+    listener is starting)."""
+    if args.listen:
+        host, port = parse_endpoint(args.listen)
+        with socket.socket(family_of(host), socket.SOCK_STREAM) as server:
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind((host, port))
+            server.listen(1)
+            server.settimeout(args.timeout)
+            print("listening", file=sys.stderr, flush=True)
+            conn, _ = server.accept()
+    else:
+        host, port = parse_endpoint(args.to)
+        deadline = time.monotonic() + args.timeout
+        while True:
+            try:
+                conn = socket.create_connection((host, port), timeout=args.timeout)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    conn.settimeout(args.timeout)
+    return conn
+
+
+def receive(conn: socket.socket) -> dict:
+    digest, total = hashlib.sha256(), 0
+    start = last = time.monotonic()
+    longest_gap = 0.0
+    with conn:
+        while chunk := conn.recv(1 << 20):
+            now = time.monotonic()
+            if total:  # the wait for the first byte is connection set-up, not a gap
+                longest_gap = max(longest_gap, now - last)
+            last = now
+            digest.update(chunk)
+            total += len(chunk)
+    return {"bytes": total, "sha256": digest.hexdigest(), "seconds": time.monotonic() - start,
+            "longest_gap_ms": round(longest_gap * 1000, 1)}
+
+
+def send(conn: socket.socket, count: int, seed: int) -> dict:
     rng = random.Random(seed)
     digest, sent = hashlib.sha256(), 0
-    deadline = time.monotonic() + timeout
-    while True:  # the receiver may still be starting
-        try:
-            conn = socket.create_connection((host, port), timeout=timeout)
-            break
-        except (ConnectionRefusedError, OSError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
     start = time.monotonic()
     with conn:
         while sent < count:
@@ -72,19 +94,18 @@ def send(to: str, count: int, seed: int, timeout: float) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)
-    recv_parser = sub.add_parser("recv")
-    recv_parser.add_argument("--listen", required=True)
-    recv_parser.add_argument("--timeout", type=float, default=120)
-    send_parser = sub.add_parser("send")
-    send_parser.add_argument("--to", required=True)
-    send_parser.add_argument("--bytes", type=int, required=True)
-    send_parser.add_argument("--seed", type=int, default=1)
-    send_parser.add_argument("--timeout", type=float, default=120)
+    for name in ("recv", "send"):
+        role = sub.add_parser(name)
+        where = role.add_mutually_exclusive_group(required=True)
+        where.add_argument("--listen", help="HOST:PORT to accept one connection on")
+        where.add_argument("--to", help="HOST:PORT to connect to")
+        role.add_argument("--timeout", type=float, default=120)
+        if name == "send":
+            role.add_argument("--bytes", type=int, required=True)
+            role.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    if args.mode == "recv":
-        result = receive(args.listen, args.timeout)
-    else:
-        result = send(args.to, args.bytes, args.seed, args.timeout)
+    conn = open_connection(args)
+    result = receive(conn) if args.mode == "recv" else send(conn, args.bytes, args.seed)
     print(json.dumps(result), flush=True)
 
 

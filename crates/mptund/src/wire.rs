@@ -1097,7 +1097,7 @@ mod tests {
         assert_eq!(ranges.iter().collect::<Vec<_>>(), [(10, 12), (5, 7)]);
         // Re-encoding a parsed frame gives the same bytes.
         let mut again = [0u8; 28];
-        write_frame(&mut again, &parsed[0].clone().unwrap()).unwrap();
+        write_frame(&mut again, &parsed[0].unwrap()).unwrap();
         assert_eq!(again, ACK_FRAME);
     }
 

@@ -75,18 +75,7 @@ impl ClientCore {
             .paths
             .iter()
             .enumerate()
-            .map(|(index, path)| {
-                SessionPath::configured(
-                    PathId(index as u8),
-                    path.name.clone(),
-                    index,
-                    path.endpoint,
-                    path.backup,
-                    now,
-                    &path.probing,
-                    &settings.session,
-                )
-            })
+            .map(|(index, path)| SessionPath::configured(index, path, now, &settings.session))
             .collect();
         Self {
             settings,
@@ -121,15 +110,17 @@ impl ClientCore {
     /// Changes how path `index` is probed and whether it is a backup (tests).
     #[cfg(test)]
     pub fn set_path_probing(&mut self, index: usize, probing: super::PathSettings, backup: bool) {
-        let session = &self.settings.session;
-        let now = self.clock_epoch;
+        let configured = &mut self.settings.paths[index];
+        configured.probing = probing;
+        configured.backup = backup;
         if let Some(path) = self.idle_paths.get_mut(index) {
-            let id = path.id;
-            let name = path.name.clone();
-            let remote = path.remote.expect("client paths have an endpoint");
             let open = path.socket_open;
-            *path =
-                SessionPath::configured(id, name, index, remote, backup, now, &probing, session);
+            *path = SessionPath::configured(
+                index,
+                &self.settings.paths[index],
+                self.clock_epoch,
+                &self.settings.session,
+            );
             path.socket_open = open;
         }
     }

@@ -13,7 +13,7 @@ use mptund_probe::{
 use mptund_sched::{PathId, PathState, PathView};
 
 use super::budget::ProbeBudget;
-use super::SessionSettings;
+use super::{ClientPathSettings, SessionSettings};
 use crate::buffers::{BufferPool, Packet};
 
 /// How a path is probed when idle or in doubt.
@@ -78,12 +78,52 @@ fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController
 }
 
 impl SessionPath {
-    /// A client path, before the session has heard anything on it.
+    /// A client path (socket `index`), before the session has heard anything on it.
     pub fn configured(
+        index: usize,
+        configured: &ClientPathSettings,
+        now: Instant,
+        session: &SessionSettings,
+    ) -> Self {
+        Self::new(
+            PathId(index as u8),
+            configured.name.clone(),
+            index,
+            Some(configured.endpoint),
+            configured.backup,
+            now,
+            &configured.probing,
+            session,
+        )
+    }
+
+    /// A server path, learned from the first authenticated datagram carrying its id.
+    pub fn learned(
+        id: PathId,
+        now: Instant,
+        settings: &PathSettings,
+        session: &SessionSettings,
+    ) -> Self {
+        let mut path = Self::new(
+            id,
+            format!("path{}", id.0),
+            0,
+            None,
+            false,
+            now,
+            settings,
+            session,
+        );
+        path.socket_open = true;
+        path
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new(
         id: PathId,
         name: String,
         socket: usize,
-        remote: SocketAddr,
+        remote: Option<SocketAddr>,
         backup: bool,
         now: Instant,
         settings: &PathSettings,
@@ -93,7 +133,7 @@ impl SessionPath {
             id,
             name,
             socket,
-            remote: Some(remote),
+            remote,
             local_ip: None,
             socket_open: false,
             backup,
@@ -110,29 +150,6 @@ impl SessionPath {
             budget: ProbeBudget::new(now, settings.probe_budget_bytes_per_hour),
             counters: PathCounters::default(),
             reinjected_away: 0,
-        }
-    }
-
-    /// A server path, learned from the first authenticated datagram carrying its id.
-    pub fn learned(
-        id: PathId,
-        now: Instant,
-        settings: &PathSettings,
-        session: &SessionSettings,
-    ) -> Self {
-        Self {
-            socket_open: true,
-            remote: None,
-            ..Self::configured(
-                id,
-                format!("path{}", id.0),
-                0,
-                SocketAddr::from(([0, 0, 0, 0], 0)),
-                false,
-                now,
-                settings,
-                session,
-            )
         }
     }
 

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Failover benchmark: what the inner TCP sees when a path dies.
+
+For each blockage scenario, congestion control (cubic, bbr) and transport (mptund,
+kernel MPTCP), one download (server -> client) runs through a fresh emulated topology,
+so every blockage hits at the same moment of the flow. Reported per run:
+
+  goodput            bytes delivered / transfer time, and as a share of the sum of
+                     the paths' nominal rates
+  longest_gap_ms     the longest time the receiving application got no byte at all
+                     (testbed/transfer.py timestamps every read)
+  rto                the sender's retransmission timeouts during the run
+                     (TcpExtTCPTimeouts of the sender's namespace)
+
+Targets from the issue: the longest gap under 300 ms when a path with an RTT under
+100 ms dies, and no inner-TCP timeout.
+
+    sudo python3 benches/failover/run.py                      # all scenarios, writes REPORT.md
+    sudo python3 benches/failover/run.py --scenario config/scenarios/5g-4g-blockage.toml --cc cubic
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
+sys.path.insert(0, str(REPO_ROOT / "testbed"))
+from mptund import SERVER_TUN_ADDR, DaemonPair  # noqa: E402
+from topology import SERVER_ADDR, Topology, scenario_summary  # noqa: E402
+
+SCENARIOS = [
+    REPO_ROOT / "tests" / "e2e" / "scenarios" / "blackout-best-path.toml",
+    REPO_ROOT / "config" / "scenarios" / "5g-4g-blockage.toml",
+    REPO_ROOT / "config" / "scenarios" / "lte-wifi-blockage-handover.toml",
+]
+TRANSFER = str(REPO_ROOT / "testbed" / "transfer.py")
+PORT = 5201
+
+
+def tcp_timeouts(ns) -> int:
+    """TcpExtTCPTimeouts of a namespace: RTOs of every TCP connection in it."""
+    lines = ns.output("cat", "/proc/net/netstat").splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:"):
+            fields = dict(zip(names.split()[1:], values.split()[1:]))
+            return int(fields["TCPTimeouts"])
+    raise RuntimeError("no TcpExt counters")
+
+
+def download(topo: Topology, server_addr: str, count: int, wrap: list[str]) -> tuple[dict, dict]:
+    """The server sends `count` bytes to the client, which connects (MPTCP needs the
+    client to open the connection)."""
+    sender = topo.server.popen(*wrap, sys.executable, TRANSFER, "send", "--listen", f"{server_addr}:{PORT}",
+                               "--bytes", str(count), "--timeout", "180",
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert sender.stderr.readline().strip() == "listening"
+    received = json.loads(topo.client.output(*wrap, sys.executable, TRANSFER, "recv", "--to", f"{server_addr}:{PORT}",
+                                             "--timeout", "180", timeout=240))
+    sent = json.loads(sender.communicate(timeout=60)[0])
+    return sent, received
+
+
+def run_one(scenario: Path, mode: str, cc: str) -> dict:
+    summary = scenario_summary(scenario)
+    rates = [path["down"]["rate_mbit"] or 0.0 for path in summary["paths"]]
+    duration_s = float(summary.get("duration_s") or 20)
+    # Enough bytes to keep the flow busy for about the scenario's duration at 60%
+    # of the nominal sum, so every blockage falls inside the transfer.
+    count = int(sum(rates) * 1e6 / 8 * duration_s * 0.6)
+    with Topology(scenario=scenario) as topo:
+        for ns in (topo.client, topo.server):
+            ns.run("modprobe", "tcp_bbr", check=False)
+            ns.sysctl("net.ipv4.tcp_congestion_control", cc)
+        pair = None
+        if mode == "mptund":
+            pair = DaemonPair(topo.testbed, topo.client, topo.server, topo.uplinks(), inner_ipv6=False,
+                              log_level="warn")
+            pair.start()
+            server_addr, wrap = SERVER_TUN_ADDR, []
+        else:
+            topo.enable_mptcp()
+            server_addr, wrap = SERVER_ADDR, ["mptcpize", "run"]
+        before = tcp_timeouts(topo.server)
+        start = time.time() - topo.emulator_epoch_unix_s
+        sent, received = download(topo, server_addr, count, wrap)
+        rto = tcp_timeouts(topo.server) - before
+        tunnel = None
+        if pair is not None:
+            client_report, server_report = pair.stop()
+            session = server_report["sessions"][0]
+            tunnel = {"reinjected": session["reinjected"], "reorder": session["reorder"],
+                      "paths": [{k: p[k] for k in ("name", "sent_data_packets", "lost_packets", "reinjected_away")}
+                                for p in session["paths"]]}
+    goodput = received["bytes"] * 8 / received["seconds"] / 1e6
+    return {
+        "scenario": summary["name"], "mode": mode, "cc": cc,
+        "byte_exact": sent["sha256"] == received["sha256"] and received["bytes"] == count,
+        "bytes": received["bytes"], "seconds": round(received["seconds"], 2),
+        "started_at_emulator_s": round(start, 2),
+        "goodput_mbit": round(goodput, 2),
+        "share_of_sum": round(goodput / sum(rates), 3) if sum(rates) else None,
+        "sum_of_rates_mbit": round(sum(rates), 2),
+        "longest_gap_ms": received["longest_gap_ms"],
+        "rto": rto,
+        "tunnel": tunnel,
+    }
+
+
+def write_report(results: list[dict], path: Path) -> str:
+    lines = [
+        "# Failover: what the inner TCP sees when a path dies",
+        "",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores, kernel {platform.release()}. "
+        "One download per row, fresh topology per row, both transports in the same run.",
+        "Command: `sudo python3 benches/failover/run.py`",
+        "",
+        "| scenario | cc | transport | goodput Mbit/s | share of path sum | longest gap ms | inner RTOs | byte-exact |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(f"| {r['scenario']} | {r['cc']} | {r['mode']} | {r['goodput_mbit']} | {r['share_of_sum']} | "
+                     f"{r['longest_gap_ms']} | {r['rto']} | {'yes' if r['byte_exact'] else 'NO'} |")
+    text = "\n".join(lines) + "\n"
+    path.write_text(text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", type=Path, action="append", help="default: the three blockage scenarios")
+    parser.add_argument("--cc", nargs="+", default=["cubic", "bbr"])
+    parser.add_argument("--modes", nargs="+", default=["mptund", "mptcp"], choices=["mptund", "mptcp"])
+    parser.add_argument("--out", type=Path, default=HERE)
+    args = parser.parse_args()
+    results = []
+    for scenario in args.scenario or SCENARIOS:
+        for cc in args.cc:
+            for mode in args.modes:
+                result = run_one(scenario.resolve(), mode, cc)
+                print(json.dumps(result), flush=True)
+                results.append(result)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    print(write_report(results, args.out / "REPORT.md"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+//! Every scenario shipped in config/scenarios must load, and keep the facts its
+//! source paper gives.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use linkem::scenario::Scenario;
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/scenarios")
+}
+
+fn load(name: &str) -> Scenario {
+    Scenario::load(&scenarios_dir().join(name), None)
+        .unwrap_or_else(|error| panic!("{name}: {error}"))
+}
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let mut loaded = 0;
+    for entry in std::fs::read_dir(scenarios_dir()).expect("config/scenarios exists") {
+        let path = entry.expect("readable directory").path();
+        if path.extension().is_some_and(|ext| ext == "toml") {
+            let scenario = Scenario::load(&path, None).unwrap_or_else(|error| panic!("{error}"));
+            assert!(!scenario.paths.is_empty());
+            loaded += 1;
+        }
+    }
+    assert!(
+        loaded >= 5,
+        "expected the five scenarios of issue 3, found {loaded}"
+    );
+}
+
+#[test]
+fn train_scenario_keeps_the_measured_rate_ratios() {
+    let train = load("hst-eight-lte.toml");
+    let measured_mbit = [35.9, 18.4, 33.3, 14.7, 14.8, 4.4, 22.5, 12.5];
+    assert_eq!(train.paths.len(), measured_mbit.len());
+    for (path, measured) in train.paths.iter().zip(measured_mbit) {
+        let scaled = path.down.rate_bit_per_s.expect("rate set") as f64 / 1e6;
+        assert!(
+            (scaled - measured * train.rate_scale).abs() < 0.01,
+            "{}: {scaled}",
+            path.name
+        );
+        let rtt = path.down.delay + path.up.delay;
+        assert!(
+            rtt >= Duration::from_millis(40) && rtt <= Duration::from_millis(120),
+            "{}: {rtt:?}",
+            path.name
+        );
+    }
+}
+
+#[test]
+fn blockage_scenarios_have_their_outages() {
+    let five_g = load("5g-4g-blockage.toml");
+    assert_eq!(
+        five_g.paths[0].down.outages[0].duration,
+        Duration::from_secs(4)
+    );
+    assert!(five_g.paths[1].down.outages.is_empty());
+    let lte_wifi = load("lte-wifi-blockage-handover.toml");
+    let wifi = lte_wifi
+        .paths
+        .iter()
+        .find(|p| p.name == "wifi")
+        .expect("wifi path");
+    assert_eq!(wifi.up.outages[0].duration, Duration::from_millis(500));
+    let lte = lte_wifi
+        .paths
+        .iter()
+        .find(|p| p.name == "lte")
+        .expect("lte path");
+    assert_eq!(lte.down.outages[0].duration, Duration::from_secs(2));
+}
