@@ -57,6 +57,9 @@ def open_connection(args) -> socket.socket:
                     raise
                 time.sleep(0.1)
     conn.settimeout(args.timeout)
+    if getattr(args, "cc", None):
+        # Per socket, as iperf3 -C does: the per-namespace default may not be writable.
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, args.cc.encode())
     return conn
 
 
@@ -103,6 +106,7 @@ def main() -> None:
         if name == "send":
             role.add_argument("--bytes", type=int, required=True)
             role.add_argument("--seed", type=int, default=1)
+            role.add_argument("--cc", help="TCP congestion control of the sending socket (cubic, bbr)")
     args = parser.parse_args()
     conn = open_connection(args)
     result = receive(conn) if args.mode == "recv" else send(conn, args.bytes, args.seed)

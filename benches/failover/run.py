@@ -55,11 +55,11 @@ def tcp_timeouts(ns) -> int:
     raise RuntimeError("no TcpExt counters")
 
 
-def download(topo: Topology, server_addr: str, count: int, wrap: list[str]) -> tuple[dict, dict]:
+def download(topo: Topology, server_addr: str, count: int, cc: str, wrap: list[str]) -> tuple[dict, dict]:
     """The server sends `count` bytes to the client, which connects (MPTCP needs the
     client to open the connection)."""
     sender = topo.server.popen(*wrap, sys.executable, TRANSFER, "send", "--listen", f"{server_addr}:{PORT}",
-                               "--bytes", str(count), "--timeout", "180",
+                               "--bytes", str(count), "--cc", cc, "--timeout", "180",
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert sender.stderr.readline().strip() == "listening"
     received = json.loads(topo.client.output(*wrap, sys.executable, TRANSFER, "recv", "--to", f"{server_addr}:{PORT}",
@@ -76,9 +76,6 @@ def run_one(scenario: Path, mode: str, cc: str) -> dict:
     # of the nominal sum, so every blockage falls inside the transfer.
     count = int(sum(rates) * 1e6 / 8 * duration_s * 0.6)
     with Topology(scenario=scenario) as topo:
-        for ns in (topo.client, topo.server):
-            ns.run("modprobe", "tcp_bbr", check=False)
-            ns.sysctl("net.ipv4.tcp_congestion_control", cc)
         pair = None
         if mode == "mptund":
             pair = DaemonPair(topo.testbed, topo.client, topo.server, topo.uplinks(), inner_ipv6=False,
@@ -90,7 +87,7 @@ def run_one(scenario: Path, mode: str, cc: str) -> dict:
             server_addr, wrap = SERVER_ADDR, ["mptcpize", "run"]
         before = tcp_timeouts(topo.server)
         start = time.time() - topo.emulator_epoch_unix_s
-        sent, received = download(topo, server_addr, count, wrap)
+        sent, received = download(topo, server_addr, count, cc, wrap)
         rto = tcp_timeouts(topo.server) - before
         tunnel = None
         if pair is not None:

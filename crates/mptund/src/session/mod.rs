@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use mptund_probe::{LostPacket, ProbeConfig};
+use mptund_probe::{Liveness, LostPacket, ProbeConfig};
 use mptund_sched::{AnyScheduler, PathId, PathView, ReorderBuffer, ReorderConfig, SeqNo};
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings};
@@ -137,6 +137,8 @@ pub struct Session {
     views: Vec<PathView>,
     /// Scratch for packets a probe declared lost.
     lost: Vec<LostPacket>,
+    /// Scratch for copies of a suspect path's packets.
+    copies: Vec<Packet>,
     send_queue: send::SendQueue,
     epoch: Instant,
     pub established: Instant,
@@ -192,6 +194,7 @@ impl Session {
             scheduler,
             views: Vec::with_capacity(paths.len().max(8)),
             lost: Vec::with_capacity(256),
+            copies: Vec::with_capacity(256),
             send_queue: send::SendQueue::new(settings.send_queue),
             paths,
             epoch: now,
@@ -318,10 +321,14 @@ impl Session {
         for index in 0..self.paths.len() {
             let session = self.local_id.0;
             self.lost.clear();
-            let went_down = self.paths[index].handle_timeout(now, &mut self.lost, session);
+            let entered = self.paths[index].handle_timeout(now, &mut self.lost, session);
             self.reinject_lost(now, index, pool, drops, out);
-            if went_down {
-                self.reinject_everything_in_flight(now, index, pool, drops, out);
+            match entered {
+                Some(Liveness::Suspect) => self.reinject_copies(now, index, pool, drops, out),
+                Some(Liveness::Down) => {
+                    self.reinject_everything_in_flight(now, index, pool, drops, out)
+                }
+                _ => {}
             }
             // RFC 9002 section 6.2.4: a probe timeout sends one ack-eliciting datagram.
             if self.paths[index].probe.take_pto_probe() && self.paths[index].socket_open {

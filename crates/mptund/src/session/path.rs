@@ -33,6 +33,8 @@ pub struct PathSettings {
 struct Kept {
     packet_number: u32,
     packet: Packet,
+    /// A copy already went out on another path (the path was suspect).
+    copied: bool,
 }
 
 pub struct SessionPath {
@@ -216,16 +218,34 @@ impl SessionPath {
         self.kept.push_back(Kept {
             packet_number,
             packet,
+            copied: false,
         });
     }
 
-    /// Takes the kept datagram with this packet number (declared lost).
-    pub fn take_kept(&mut self, packet_number: u32) -> Option<Packet> {
+    /// Takes the kept datagram with this packet number (declared lost), unless a copy
+    /// of it already went out elsewhere (then it is only recycled).
+    pub fn take_kept(&mut self, packet_number: u32, pool: &mut BufferPool) -> Option<Packet> {
         let index = self
             .kept
             .iter()
             .position(|kept| kept.packet_number == packet_number)?;
-        self.kept.remove(index).map(|kept| kept.packet)
+        let kept = self.kept.remove(index)?;
+        if kept.copied {
+            pool.recycle(kept.packet);
+            return None;
+        }
+        Some(kept.packet)
+    }
+
+    /// Copies of the kept datagrams not copied yet, each copied once: a suspect path's
+    /// packets go out elsewhere while the originals stay in flight here.
+    pub fn copy_uncopied(&mut self, pool: &mut BufferPool, copies: &mut Vec<Packet>) {
+        for kept in self.kept.iter_mut().filter(|kept| !kept.copied) {
+            if let Some(copy) = pool.take_copy(kept.packet.bytes()) {
+                kept.copied = true;
+                copies.push(copy);
+            }
+        }
     }
 
     /// Returns the kept datagrams sent before the oldest packet still in flight: they
@@ -283,19 +303,17 @@ impl SessionPath {
             .min()
     }
 
-    /// Declares losses (into `lost`) and liveness changes that are due. Returns true
-    /// when the path just went down: everything in flight should move elsewhere.
+    /// Declares losses (into `lost`) and liveness changes that are due, and returns
+    /// the state the path just entered, if it changed.
     pub fn handle_timeout(
         &mut self,
         now: Instant,
         lost: &mut Vec<LostPacket>,
         session: u32,
-    ) -> bool {
-        let transition = self.probe.handle_timeout(now, lost);
-        if let Some((from, to)) = transition {
-            self.log_transition(from, to, session);
-        }
-        matches!(transition, Some((_, Liveness::Down)))
+    ) -> Option<Liveness> {
+        let (from, to) = self.probe.handle_timeout(now, lost)?;
+        self.log_transition(from, to, session);
+        Some(to)
     }
 
     /// The state the scheduler sees: a path is only usable with an open socket, an

@@ -504,12 +504,32 @@ impl Session {
             if packet.seq.is_none() {
                 continue;
             }
-            if let Some(kept) = self.paths[index].take_kept(packet.pn) {
+            if let Some(kept) = self.paths[index].take_kept(packet.pn, pool) {
                 self.reinject(now, index, kept, pool, drops, out);
             }
         }
         self.lost = lost;
         self.lost.clear();
+    }
+
+    /// Path `index` went quiet for longer than its RTT explains: copies of what it has
+    /// in flight go out on the other paths now, rather than after it is declared down.
+    /// The inner TCP sees a gap of about two probe timeouts instead of four; if the
+    /// path was only hiccuping, the receiver drops whichever copy comes second.
+    pub(super) fn reinject_copies(
+        &mut self,
+        now: Instant,
+        index: usize,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let mut copies = std::mem::take(&mut self.copies);
+        self.paths[index].copy_uncopied(pool, &mut copies);
+        for copy in copies.drain(..) {
+            self.reinject(now, index, copy, pool, drops, out);
+        }
+        self.copies = copies;
     }
 
     /// Path `index` went down: everything still in flight on it moves elsewhere.
