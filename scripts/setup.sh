@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the daemon's tests, demo and test bed use. Idempotent.
 set -euo pipefail
-packages=(iproute2 iputils-ping iperf3 ethtool mptcpd procps)
+packages=(iproute2 iputils-ping iperf3 ethtool mptcpd procps util-linux)
 missing=()
 for package in "${packages[@]}"; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
