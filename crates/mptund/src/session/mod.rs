@@ -354,6 +354,10 @@ impl Session {
         self.settings.path_timeout
     }
 
+    pub fn send_queue_depth(&self) -> usize {
+        self.send_queue.len()
+    }
+
     pub fn reorder_len(&self) -> usize {
         self.reorder.len()
     }

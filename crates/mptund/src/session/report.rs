@@ -27,8 +27,10 @@ pub struct SessionReport {
     pub reorder: ReorderReport,
     /// Data datagrams re-sent on another path after theirs lost them.
     pub reinjected: u64,
-    /// Inner packets that waited because every path was full, and those dropped.
+    /// Inner packets that had to wait because every path was full (a counter).
     pub queued: u64,
+    /// Inner packets waiting for a free path right now.
+    pub send_queue_depth: usize,
     pub standalone_acks: u64,
     pub piggybacked_acks: u64,
 }
@@ -138,6 +140,7 @@ impl SessionReport {
             },
             reinjected: session.counters.reinjected,
             queued: session.counters.queued,
+            send_queue_depth: session.send_queue_depth(),
             standalone_acks: session.counters.standalone_acks,
             piggybacked_acks: session.counters.piggybacked_acks,
         }

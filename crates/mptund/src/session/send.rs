@@ -609,10 +609,6 @@ impl Session {
         }
     }
 
-    pub fn queued_packets(&self) -> usize {
-        self.send_queue.len()
-    }
-
     /// Takes back a sent datagram: data is kept until acknowledged, the rest recycled.
     pub fn on_transmitted(&mut self, outgoing: Outgoing, pool: &mut BufferPool) {
         match (outgoing.keep_as, self.path_index(outgoing.path)) {

@@ -362,7 +362,10 @@ fn handshake_then_every_path_is_learned_by_the_server() {
     }
     for path in net.client_paths() {
         assert_eq!(path.state, "up");
-        assert!(path.srtt_ms.is_some(), "pongs give every path an RTT");
+        assert!(
+            path.srtt_ms.is_some(),
+            "acknowledged probes give every path an RTT"
+        );
     }
 }
 
