@@ -53,9 +53,17 @@ pub struct Outgoing {
     /// Source address to send from (the server answers from the address it was reached at).
     pub source_ip: Option<IpAddr>,
     pub path: PathId,
-    /// The path packet number of a data datagram the core keeps after sending, to
-    /// re-send it elsewhere if this path loses it.
-    pub keep_as: Option<u32>,
+    /// Set on data datagrams, which the core keeps after sending to re-send them
+    /// elsewhere if their path loses them.
+    pub keep_as: Option<KeepAs>,
+}
+
+/// Which session keeps a sent data datagram, under which path packet number.
+#[derive(Clone, Copy, Debug)]
+pub struct KeepAs {
+    /// The keeping session's own (local) id.
+    pub session: SessionId,
+    pub packet_number: u32,
 }
 
 /// Where a datagram came from.

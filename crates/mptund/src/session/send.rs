@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use mptund_sched::{PacketClass, PacketInfo, PathId, Pick, Scheduler, SeqNo};
 
-use super::{Outgoing, Session};
+use super::{KeepAs, Outgoing, Session};
 use crate::buffers::{BufferPool, Packet, HEADROOM, MAX_PIGGYBACK};
 use crate::counters::{DropCounters, DropReason};
 use crate::wire::{
@@ -330,7 +330,10 @@ impl Session {
                 .expect("only paths with an address are scheduled"),
             source_ip: path.local_ip,
             path: path.id,
-            keep_as: Some(packet_number),
+            keep_as: Some(KeepAs {
+                session: self.local_id,
+                packet_number,
+            }),
             packet,
         }
     }
@@ -612,8 +615,8 @@ impl Session {
     /// Takes back a sent datagram: data is kept until acknowledged, the rest recycled.
     pub fn on_transmitted(&mut self, outgoing: Outgoing, pool: &mut BufferPool) {
         match (outgoing.keep_as, self.path_index(outgoing.path)) {
-            (Some(packet_number), Some(index)) => {
-                self.paths[index].keep(packet_number, outgoing.packet)
+            (Some(keep_as), Some(index)) => {
+                self.paths[index].keep(keep_as.packet_number, outgoing.packet)
             }
             _ => pool.recycle(outgoing.packet),
         }

@@ -383,14 +383,9 @@ impl Engine for ServerCore {
     }
 
     fn on_transmitted(&mut self, outgoing: Outgoing) {
-        // The datagram's path id names the session's path; the session is found by
-        // the peer the datagram went to.
-        let session =
-            self.sessions.values_mut().find(|entry| {
-                entry.session.paths.iter().any(|path| {
-                    path.id == outgoing.path && path.remote == Some(outgoing.destination)
-                })
-            });
+        let session = outgoing
+            .keep_as
+            .and_then(|keep_as| self.sessions.get_mut(&keep_as.session));
         match session {
             Some(entry) => entry.session.on_transmitted(outgoing, &mut self.pool),
             None => self.pool.recycle(outgoing.packet),
