@@ -9,8 +9,8 @@ use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::ReceiveContext;
 use super::{
-    random_session_id, Engine, Outgoing, PathSettings, Received, Report, Session, SessionPath,
-    SessionReport, SessionSettings,
+    random_session_id, refuse, Engine, Outgoing, PathSettings, Received, Report, Session,
+    SessionPath, SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
 use crate::counters::{DropCounters, DropReason};
@@ -285,8 +285,10 @@ impl ClientCore {
 impl Engine for ClientCore {
     fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>) {
         let Some(session) = &mut self.session else {
-            self.pool.recycle(packet);
-            return self.drops.record(
+            return refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
                 now,
                 DropReason::NoSession,
                 &"packet from the TUN before the session is up",
@@ -294,8 +296,10 @@ impl Engine for ClientCore {
         };
         if packet.len() > session.max_inner_len() {
             let len = packet.len();
-            self.pool.recycle(packet);
-            return self.drops.record(
+            return refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
                 now,
                 DropReason::Oversize,
                 &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
@@ -323,8 +327,14 @@ impl Engine for ClientCore {
                 let header = match TransportHeader::parse(packet.bytes()) {
                     Ok(header) => header,
                     Err(error) => {
-                        self.pool.recycle(packet);
-                        return self.drops.record(now, DropReason::Malformed, &error);
+                        return refuse(
+                            &mut self.pool,
+                            &mut self.drops,
+                            packet,
+                            now,
+                            DropReason::Malformed,
+                            &error,
+                        );
                     }
                 };
                 let Some(session) = self
@@ -332,16 +342,20 @@ impl Engine for ClientCore {
                     .as_mut()
                     .filter(|s| s.local_id == header.receiver)
                 else {
-                    self.pool.recycle(packet);
-                    return self.drops.record(
+                    return refuse(
+                        &mut self.pool,
+                        &mut self.drops,
+                        packet,
                         now,
                         DropReason::UnknownSession,
                         &format_args!("session id {}", header.receiver.0),
                     );
                 };
                 if let Err(reason) = session.open(&header, &mut packet) {
-                    self.pool.recycle(packet);
-                    return self.drops.record(
+                    return refuse(
+                        &mut self.pool,
+                        &mut self.drops,
+                        packet,
                         now,
                         reason,
                         &format_args!("datagram from {}", received.from),
@@ -353,8 +367,10 @@ impl Engine for ClientCore {
                     .iter()
                     .position(|p| p.socket == received.socket)
                 else {
-                    self.pool.recycle(packet);
-                    return self.drops.record(
+                    return refuse(
+                        &mut self.pool,
+                        &mut self.drops,
+                        packet,
                         now,
                         DropReason::Malformed,
                         &"datagram on a socket without a path",
@@ -375,8 +391,10 @@ impl Engine for ClientCore {
                 }
             }
             Ok(PacketType::HandshakeInit) | Err(_) => {
-                self.pool.recycle(packet);
-                self.drops.record(
+                refuse(
+                    &mut self.pool,
+                    &mut self.drops,
+                    packet,
                     now,
                     DropReason::Malformed,
                     &format_args!("unexpected datagram from {}", received.from),

@@ -383,6 +383,19 @@ impl Session {
     }
 }
 
+/// Gives a refused packet's buffer back to the pool and counts why it was refused.
+fn refuse(
+    pool: &mut BufferPool,
+    drops: &mut crate::counters::DropCounters,
+    packet: Packet,
+    now: Instant,
+    reason: DropReason,
+    detail: &dyn std::fmt::Display,
+) {
+    pool.recycle(packet);
+    drops.record(now, reason, detail);
+}
+
 /// A random, non-zero session id (zero is never issued so it can't match a default).
 pub fn random_session_id() -> SessionId {
     use ring::rand::SecureRandom;

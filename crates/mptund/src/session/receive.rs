@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use mptund_probe::{AckRanges, AckSummary};
 use mptund_sched::{PathId, RejectReason, SeqNo};
 
-use super::{inner, Outgoing, Received, Session};
+use super::{inner, refuse, Outgoing, Received, Session};
 use crate::buffers::{BufferPool, Packet};
 use crate::config::IpNet;
 use crate::counters::{DropCounters, DropReason};
@@ -126,8 +126,10 @@ impl Session {
             allowed_sources,
         } = context;
         let Ok(meta) = DataMeta::parse(plaintext.bytes()) else {
-            pool.recycle(plaintext);
-            return drops.record(
+            return refuse(
+                pool,
+                drops,
+                plaintext,
                 now,
                 DropReason::Malformed,
                 &"data datagram without metadata",
@@ -144,8 +146,7 @@ impl Session {
             {
                 Ok(split) => split,
                 Err(error) => {
-                    pool.recycle(plaintext);
-                    return drops.record(now, DropReason::Malformed, &error);
+                    return refuse(pool, drops, plaintext, now, DropReason::Malformed, &error);
                 }
             };
             let inner_len = inner.len();
@@ -158,8 +159,14 @@ impl Session {
         let header = match inner::inspect(plaintext.bytes()) {
             Ok(header) => header,
             Err(error) => {
-                pool.recycle(plaintext);
-                return drops.record(now, DropReason::InvalidInnerPacket, &error);
+                return refuse(
+                    pool,
+                    drops,
+                    plaintext,
+                    now,
+                    DropReason::InvalidInnerPacket,
+                    &error,
+                );
             }
         };
         if header.total_len > self.settings.max_inner_len {
@@ -176,8 +183,10 @@ impl Session {
         }
         if let Some(allowed) = allowed_sources {
             if !allowed.iter().any(|net| net.contains(header.source)) {
-                pool.recycle(plaintext);
-                return drops.record(
+                return refuse(
+                    pool,
+                    drops,
+                    plaintext,
                     now,
                     DropReason::SourceNotAllowed,
                     &format_args!("inner source {} not allowed for this peer", header.source),
@@ -192,8 +201,14 @@ impl Session {
                 RejectReason::TooOld => DropReason::TooOld,
                 RejectReason::Backlogged => DropReason::ReorderBacklog,
             };
-            pool.recycle(rejected.item);
-            drops.record(now, reason, &format_args!("inner packet seq {}", meta.seq));
+            refuse(
+                pool,
+                drops,
+                rejected.item,
+                now,
+                reason,
+                &format_args!("inner packet seq {}", meta.seq),
+            );
         }
         self.drain_releasable(now, deliver);
     }

@@ -9,7 +9,7 @@ use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::ReceiveContext;
 use super::{
-    inner, random_session_id, Engine, Outgoing, PathSettings, Received, Report, Session,
+    inner, random_session_id, refuse, Engine, Outgoing, PathSettings, Received, Report, Session,
     SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
@@ -268,8 +268,10 @@ impl Engine for ServerCore {
             }
         };
         let Some(peer) = self.route(header.destination) else {
-            self.pool.recycle(packet);
-            return self.drops.record(
+            return refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
                 now,
                 DropReason::NoRoute,
                 &format_args!("no peer owns {}", header.destination),
@@ -279,8 +281,10 @@ impl Engine for ServerCore {
             .session
             .and_then(|id| self.sessions.get_mut(&id))
         else {
-            self.pool.recycle(packet);
-            return self.drops.record(
+            return refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
                 now,
                 DropReason::NoSession,
                 &format_args!("peer {} has no session", self.peers[peer].settings.name),
@@ -288,8 +292,10 @@ impl Engine for ServerCore {
         };
         if packet.len() > entry.session.max_inner_len() {
             let len = packet.len();
-            self.pool.recycle(packet);
-            return self.drops.record(
+            return refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
                 now,
                 DropReason::Oversize,
                 &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
@@ -319,13 +325,21 @@ impl Engine for ServerCore {
                 let header = match TransportHeader::parse(packet.bytes()) {
                     Ok(header) => header,
                     Err(error) => {
-                        self.pool.recycle(packet);
-                        return self.drops.record(now, DropReason::Malformed, &error);
+                        return refuse(
+                            &mut self.pool,
+                            &mut self.drops,
+                            packet,
+                            now,
+                            DropReason::Malformed,
+                            &error,
+                        );
                     }
                 };
                 let Some(entry) = self.sessions.get_mut(&header.receiver) else {
-                    self.pool.recycle(packet);
-                    return self.drops.record(
+                    return refuse(
+                        &mut self.pool,
+                        &mut self.drops,
+                        packet,
                         now,
                         DropReason::UnknownSession,
                         &format_args!("session id {} from {}", header.receiver.0, received.from),
@@ -333,8 +347,10 @@ impl Engine for ServerCore {
                 };
                 let session = &mut entry.session;
                 if let Err(reason) = session.open(&header, &mut packet) {
-                    self.pool.recycle(packet);
-                    return self.drops.record(
+                    return refuse(
+                        &mut self.pool,
+                        &mut self.drops,
+                        packet,
                         now,
                         reason,
                         &format_args!("datagram from {}", received.from),
@@ -366,8 +382,10 @@ impl Engine for ServerCore {
                 }
             }
             Ok(PacketType::HandshakeResponse) | Err(_) => {
-                self.pool.recycle(packet);
-                self.drops.record(
+                refuse(
+                    &mut self.pool,
+                    &mut self.drops,
+                    packet,
                     now,
                     DropReason::Malformed,
                     &format_args!("unexpected datagram from {}", received.from),
