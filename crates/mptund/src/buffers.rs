@@ -133,10 +133,6 @@ impl BufferPool {
         }
     }
 
-    pub fn buffer_len(&self) -> usize {
-        self.buffer_len
-    }
-
     /// Buffers allocated since start; flat once the pool is warm.
     pub fn allocations(&self) -> u64 {
         self.allocations

@@ -41,7 +41,7 @@ impl ProbeBudget {
         };
         let elapsed = now.saturating_duration_since(self.refilled_at);
         self.refilled_at = now;
-        // bytes/hour * ms / 3600 = milli-bytes... per ms: rate * 1000 / 3_600_000 per ms.
+        // bytes/hour * 1000 milli-bytes/byte * µs / 3_600_000_000 µs/hour = milli-bytes.
         let refill = (u128::from(rate) * elapsed.as_micros() / 3_600_000) as u64;
         self.tokens_millibytes = self
             .tokens_millibytes

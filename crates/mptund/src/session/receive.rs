@@ -150,6 +150,7 @@ impl Session {
                 }
             };
             let inner_len = inner.len();
+            // The data itself is acknowledged, whatever frames ride with it.
             self.handle_frames(now, index, frames, pool, drops, out);
             end - inner_len
         } else {
@@ -232,18 +233,16 @@ impl Session {
         let frames = &plaintext.bytes()[wire::CONTROL_META_LEN..];
         // Only pings and goodbyes ask for an acknowledgement; acknowledging
         // acknowledgements would never end.
-        let eliciting = wire::frames(frames)
-            .any(|frame| matches!(frame, Ok(Frame::Ping { .. } | Frame::Close)));
-        if eliciting {
+        if self.handle_frames(now, index, frames, pool, drops, out) {
             let local_us = self.timestamp_us(now);
             self.paths[index]
                 .acks
                 .on_received(now, local_us, meta.path_pn, meta.tx_time_us);
         }
-        self.handle_frames(now, index, frames, pool, drops, out);
     }
 
-    /// Acts on control frames (standalone or piggybacked) received on path `index`.
+    /// Acts on control frames (standalone or piggybacked) received on path `index`;
+    /// returns whether any of them asks for an acknowledgement (Ping, Close).
     fn handle_frames(
         &mut self,
         now: Instant,
@@ -252,13 +251,20 @@ impl Session {
         pool: &mut BufferPool,
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
-    ) {
+    ) -> bool {
+        let mut eliciting = false;
         for frame in wire::frames(frames) {
             match frame {
                 // A probe wants its answer now: the acknowledgement goes out with the
                 // next flush instead of waiting for the acknowledgement delay.
-                Ok(Frame::Ping { .. }) => self.paths[index].ack_immediately = true,
-                Ok(Frame::Close) => self.peer_closed = true,
+                Ok(Frame::Ping { .. }) => {
+                    self.paths[index].ack_immediately = true;
+                    eliciting = true;
+                }
+                Ok(Frame::Close) => {
+                    self.peer_closed = true;
+                    eliciting = true;
+                }
                 Ok(Frame::Ack {
                     path_id,
                     ack_delay_us,
@@ -275,9 +281,13 @@ impl Session {
                     out,
                 ),
                 Ok(Frame::Pong { .. } | Frame::Unknown { .. }) => {}
-                Err(error) => return drops.record(now, DropReason::Malformed, &error),
+                Err(error) => {
+                    drops.record(now, DropReason::Malformed, &error);
+                    break;
+                }
             }
         }
+        eliciting
     }
 
     #[allow(clippy::too_many_arguments)]

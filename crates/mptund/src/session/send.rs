@@ -279,18 +279,21 @@ impl Session {
                 .max_inner_len
                 .saturating_sub(packet.len() + PIGGYBACK_LEN_FIELD),
         );
-        let mut frames = [0u8; MAX_PIGGYBACK];
-        let frames_len = if room >= MIN_ACK_FRAME {
-            self.write_ack_frames(now, &mut frames[..room])
+        let acks_pending =
+            room >= MIN_ACK_FRAME && self.paths.iter().any(|path| path.acks.has_unacked());
+        let frames_len = if acks_pending {
+            // Written aside first: their length decides where in the headroom they start.
+            let mut frames = [0u8; MAX_PIGGYBACK];
+            let len = self.write_ack_frames(now, &mut frames[..room]);
+            packet.buffer_mut()[inner_start - len..inner_start].copy_from_slice(&frames[..len]);
+            len
         } else {
             0
         };
         let (packet_type, meta_start) = if frames_len > 0 {
             self.counters.piggybacked_acks += 1;
             let frames_start = inner_start - frames_len;
-            let buf = packet.buffer_mut();
-            buf[frames_start..inner_start].copy_from_slice(&frames[..frames_len]);
-            buf[frames_start - PIGGYBACK_LEN_FIELD..frames_start]
+            packet.buffer_mut()[frames_start - PIGGYBACK_LEN_FIELD..frames_start]
                 .copy_from_slice(&(frames_len as u16).to_be_bytes());
             (
                 PacketType::DataWithFrames,
