@@ -22,7 +22,8 @@ mod seq;
 
 pub use path::{PacketClass, PacketInfo, PathId, PathSet, PathSetIter, PathState, PathView, Pick};
 pub use reorder::{
-    RejectReason, Rejected, ReorderBuffer, ReorderConfig, ReorderStats, MAX_REORDER_CAPACITY,
+    AdaptiveHold, HoldBounds, HoldHistogram, RejectReason, Rejected, ReorderBuffer, ReorderConfig,
+    ReorderStats, HOLD_BUCKET_BOUNDS, MAX_REORDER_CAPACITY,
 };
 pub use round_robin::RoundRobin;
 pub use scheduler::{build_scheduler, AnyScheduler, BuildError, Scheduler, SCHEDULER_NAMES};

@@ -23,6 +23,13 @@
 //! the window is pushed forward ("forced advance") and whatever it leaves
 //! behind is released in order, skipping what never arrived.
 //!
+//! The hold time need not be fixed: [`AdaptiveHold`] follows the measured
+//! one-way-delay spread between the paths and the caller applies its target
+//! with [`ReorderBuffer::set_max_hold`]. When the sender reports that it gave
+//! up on a sequence number (lost, and no path left to re-send it on),
+//! [`ReorderBuffer::give_up`] lets the buffer skip it at once instead of
+//! waiting out the hold for a packet that will never come.
+//!
 //! Sans-IO: the caller inserts packets with the time they arrived, calls
 //! [`ReorderBuffer::poll_release`] until it returns `None`, and arms a timer
 //! for [`ReorderBuffer::poll_timeout`]. `now` must never go backwards.
@@ -32,8 +39,11 @@ use std::time::{Duration, Instant};
 
 use crate::seq::SeqNo;
 
+mod hold;
 #[cfg(test)]
 mod tests;
+
+pub use hold::{AdaptiveHold, HoldBounds, HoldHistogram, HOLD_BUCKET_BOUNDS};
 
 /// Largest window [`ReorderBuffer`] accepts; larger configurations are
 /// clamped. 2^20 packets is ~1.5 GB of 1500-byte packets in the window, far
@@ -111,10 +121,14 @@ pub struct ReorderStats {
     pub released_after_wait: u64,
     /// Released packets whose sequence number had already been skipped.
     pub released_late: u64,
-    /// Gaps (runs of consecutive missing sequence numbers) given up on.
+    /// Gaps (runs of consecutive missing sequence numbers) given up on, for
+    /// whatever reason (hold expired, window pushed forward, sender gave up).
     pub gaps_skipped: u64,
     /// Sequence numbers given up on, summed over all gaps.
     pub seqs_skipped: u64,
+    /// Of `seqs_skipped`, those skipped without waiting because the sender
+    /// reported them lost for good ([`ReorderBuffer::give_up`]).
+    pub seqs_skipped_early: u64,
     /// Packets rejected as [`RejectReason::Duplicate`].
     pub duplicates: u64,
     /// Packets rejected as [`RejectReason::TooOld`].
@@ -127,6 +141,8 @@ pub struct ReorderStats {
     pub max_hold: Duration,
     /// Time spent in the buffer, summed over all released packets.
     pub total_hold: Duration,
+    /// Distribution of the time released packets spent in the buffer.
+    pub hold_histogram: HoldHistogram,
 }
 
 impl ReorderStats {
@@ -156,6 +172,7 @@ struct Held<T> {
 /// Puts packets back into sequence order; see the module docs.
 #[derive(Debug)]
 pub struct ReorderBuffer<T> {
+    /// Current hold limit; see [`ReorderBuffer::set_max_hold`].
     max_hold: Duration,
     /// Window size in packets, a power of two.
     capacity: u32,
@@ -180,6 +197,10 @@ pub struct ReorderBuffer<T> {
     /// How many sequence numbers behind `next_expected` `delivered` describes
     /// (grows from 0 at start up to `capacity`).
     history_len: u32,
+    /// One bit per window slot (index `seq & index_mask`): the sender gave up on
+    /// this sequence number, skip it without waiting. Cleared as the release
+    /// point passes the slot.
+    abandoned: Vec<u64>,
     /// Packets that left the window (forced advance) or arrived late, waiting
     /// for `poll_release`; always released before the window.
     ready: VecDeque<Held<T>>,
@@ -209,6 +230,7 @@ impl<T> ReorderBuffer<T> {
             arrival_order_limit,
             delivered: vec![0; capacity.div_ceil(64)],
             history_len: 0,
+            abandoned: vec![0; capacity.div_ceil(64)],
             ready: VecDeque::with_capacity(ready_limit),
             ready_limit,
             stats: ReorderStats::default(),
@@ -259,6 +281,7 @@ impl<T> ReorderBuffer<T> {
         if self.window_len == 0 {
             return None;
         }
+        self.skip_abandoned();
         if self.window[self.index(self.next_expected)].is_none() {
             if now < self.poll_timeout()? {
                 return None;
@@ -282,6 +305,33 @@ impl<T> ReorderBuffer<T> {
         let held = self.window[self.index(oldest)].as_ref()?;
         // An absurd max_hold that overflows Instant means "never".
         held.arrived.checked_add(self.max_hold)
+    }
+
+    /// Changes how long packets wait for a gap, effective at once for the
+    /// packets already held (their deadlines are `arrival + max_hold`). The
+    /// caller re-reads [`ReorderBuffer::poll_timeout`] afterwards.
+    pub fn set_max_hold(&mut self, max_hold: Duration) {
+        self.max_hold = max_hold;
+    }
+
+    /// The hold limit in force.
+    pub fn max_hold(&self) -> Duration {
+        self.max_hold
+    }
+
+    /// The sender will never deliver `seq` (it was lost and could not be sent
+    /// again): the release point skips it without waiting when it gets there.
+    /// Ignored for sequence numbers already released or skipped, already
+    /// buffered, or beyond the window. Call `poll_release` afterwards.
+    pub fn give_up(&mut self, seq: SeqNo) {
+        let ahead = self.next_expected.distance_to(seq);
+        if ahead < 0 || ahead as u32 >= self.capacity {
+            return;
+        }
+        let index = self.index(seq);
+        if self.window[index].is_none() {
+            self.abandoned[index / 64] |= 1 << (index % 64);
+        }
     }
 
     /// Counters since creation.
@@ -345,11 +395,13 @@ impl<T> ReorderBuffer<T> {
                 Some(held) => {
                     self.window_len -= 1;
                     self.set_delivered(seq, true);
+                    self.clear_abandoned(seq);
                     self.ready.push_back(held);
                     in_gap = false;
                 }
                 None => {
                     self.set_delivered(seq, false);
+                    self.clear_abandoned(seq);
                     self.stats.seqs_skipped += 1;
                     if !in_gap {
                         self.stats.gaps_skipped += 1;
@@ -390,7 +442,41 @@ impl<T> ReorderBuffer<T> {
         self.stats.seqs_skipped += skipped;
     }
 
+    /// Skips the run of missing sequence numbers at the release point that the
+    /// sender gave up on; counts it as one gap.
+    fn skip_abandoned(&mut self) {
+        let mut skipped = 0;
+        while skipped < self.capacity
+            && self.window[self.index(self.next_expected)].is_none()
+            && self.is_abandoned(self.next_expected)
+        {
+            self.set_delivered(self.next_expected, false);
+            self.advance_release_point(1);
+            skipped += 1;
+        }
+        if skipped > 0 {
+            self.stats.gaps_skipped += 1;
+            self.stats.seqs_skipped += u64::from(skipped);
+            self.stats.seqs_skipped_early += u64::from(skipped);
+            self.drop_stale_arrivals();
+        }
+    }
+
+    fn is_abandoned(&self, seq: SeqNo) -> bool {
+        let index = self.index(seq);
+        self.abandoned[index / 64] & (1 << (index % 64)) != 0
+    }
+
+    /// The release point is leaving `seq`: its slot is free for `seq + capacity`.
+    fn clear_abandoned(&mut self, seq: SeqNo) {
+        let index = self.index(seq);
+        self.abandoned[index / 64] &= !(1 << (index % 64));
+    }
+
     fn advance_release_point(&mut self, count: u32) {
+        for offset in 0..count {
+            self.clear_abandoned(self.next_expected.add(offset));
+        }
         self.next_expected = self.next_expected.add(count);
         self.history_len = self.history_len.saturating_add(count).min(self.capacity);
     }
@@ -418,6 +504,7 @@ impl<T> ReorderBuffer<T> {
         let hold = now.saturating_duration_since(held.arrived);
         self.stats.max_hold = self.stats.max_hold.max(hold);
         self.stats.total_hold = self.stats.total_hold.saturating_add(hold);
+        self.stats.hold_histogram.record(hold);
         match held.kind {
             ReleaseKind::InOrder => self.stats.released_in_order += 1,
             ReleaseKind::AfterWait => self.stats.released_after_wait += 1,

@@ -84,8 +84,13 @@ fn in_order_packets_are_released_immediately() {
         }
         assert!(h.buffer.is_empty());
         assert_eq!(h.buffer.next_expected(), h.seq(20));
+        let stats = h.stats();
+        assert_eq!(stats.hold_histogram.count(), 20);
         assert_eq!(
-            h.stats(),
+            ReorderStats {
+                hold_histogram: HoldHistogram::default(),
+                ..stats
+            },
             ReorderStats {
                 released_in_order: 20,
                 ..ReorderStats::default()
@@ -592,5 +597,81 @@ proptest! {
         (base, capacity, max_hold_ms, arrivals) in scenario()
     ) {
         check_scenario(base, capacity, Duration::from_millis(max_hold_ms), &arrivals)?;
+    }
+}
+
+#[test]
+fn a_given_up_gap_is_skipped_without_waiting() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        h.insert_ok(0, &[0, 3, 4]);
+        assert_eq!(h.release(0), [0]);
+        // The sender gave up on 1 and 2 (lost, no path to re-send them on).
+        h.buffer.give_up(h.seq(1));
+        assert_eq!(h.release(1), Vec::<u32>::new(), "2 is still awaited");
+        h.buffer.give_up(h.seq(2));
+        assert_eq!(h.release(1), [3, 4], "no wait for the hold");
+        let stats = h.stats();
+        assert_eq!(
+            (
+                stats.gaps_skipped,
+                stats.seqs_skipped,
+                stats.seqs_skipped_early
+            ),
+            (2, 2, 2),
+            "two give-ups, two gaps"
+        );
+        // A given-up number that turns up after all is late, not a duplicate.
+        h.insert_ok(2, &[2]);
+        assert_eq!(h.release(2), [2]);
+        assert_eq!(h.stats().released_late, 1);
+    }
+}
+
+#[test]
+fn give_up_is_ignored_outside_the_window_and_for_buffered_packets() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        h.insert_ok(0, &[0]);
+        assert_eq!(h.release(0), [0]);
+        h.buffer.give_up(h.seq(0)); // already released
+        h.buffer.give_up(h.seq(40)); // beyond the window
+        h.insert_ok(1, &[2]);
+        h.buffer.give_up(h.seq(2)); // buffered: delivered as usual
+        assert_eq!(h.release(1), Vec::<u32>::new(), "1 is awaited");
+        h.insert_ok(2, &[1]);
+        assert_eq!(h.release(2), [1, 2]);
+        // 5 given up while 3 is still awaited: 3 waits, 5 does not.
+        h.buffer.give_up(h.seq(5));
+        h.insert_ok(3, &[4, 6]);
+        assert_eq!(h.release(3), Vec::<u32>::new(), "3 is awaited");
+        h.insert_ok(4, &[3]);
+        assert_eq!(h.release(4), [3, 4, 6]);
+        assert_eq!(h.stats().seqs_skipped_early, 1);
+        // 21 reuses the slot of 5 once the window moved on: it is awaited.
+        let later: Vec<u32> = (7..=20).chain([22]).collect();
+        h.insert_ok(5, &later);
+        assert_eq!(h.release(5), (7..=20).collect::<Vec<u32>>());
+        assert_eq!(h.release(6), Vec::<u32>::new(), "21 is awaited");
+        assert_eq!(h.stats().seqs_skipped_early, 1);
+    }
+}
+
+#[test]
+fn hold_can_change_while_packets_wait() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        h.insert_ok(0, &[1]);
+        assert_eq!(h.buffer.poll_timeout(), Some(h.at(0) + MAX_HOLD));
+        h.buffer.set_max_hold(Duration::from_millis(10));
+        assert_eq!(h.buffer.max_hold(), Duration::from_millis(10));
+        assert_eq!(h.buffer.poll_timeout(), Some(h.at(10)));
+        assert_eq!(h.release(9), Vec::<u32>::new());
+        assert_eq!(h.release(10), [1]);
+        let stats = h.stats();
+        assert_eq!(
+            stats.hold_histogram.quantile_bound(1.0),
+            Some(Duration::from_millis(10))
+        );
     }
 }

@@ -1,0 +1,334 @@
+//! How long the reorder buffer waits for a gap: an adaptive target from the
+//! paths' one-way delays, and the distribution of the waits that happened.
+//!
+//! A packet overtaken by one sent after it on a faster path arrives late by the
+//! difference of the two paths' one-way delays, plus whatever the paths'
+//! queues add at that moment. So the receiver holds a gap for
+//!
+//! ```text
+//! hold = max_p(owd_p + K * owd_dev_p) - min_p(owd_p)      clamped to [min, max]
+//! ```
+//!
+//! over the paths that delivered data recently, where `owd_p` is a path's
+//! smoothed one-way delay and `owd_dev_p` its mean deviation, smoothed as RFC
+//! 6298 §2 smooths RTT samples (gains 1/8 and 1/4, `K = 4`). With one path the
+//! spread is zero and the hold is its own jitter margin: a single path does
+//! not reorder, it only loses.
+//!
+//! The receiver cannot read the sender's clock, but it does not need to: every
+//! data packet carries the sender's transmit timestamp, and `arrival -
+//! transmit` is the one-way delay plus one unknown clock offset that is the
+//! same for every path of the session. The offset cancels in the spread.
+
+use std::time::{Duration, Instant};
+
+use crate::path::{PathId, PathSet};
+
+/// Bounds of [`AdaptiveHold`]'s target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HoldBounds {
+    /// Never hold less: covers the jitter of a path with no measurements yet.
+    pub min: Duration,
+    /// Never hold more: a gap that stays open longer is a loss, and holding
+    /// only adds delay to everything behind it.
+    pub max: Duration,
+}
+
+/// RFC 6298 §2.3 gains: the smoothed value follows a new sample by 1/8, the
+/// mean deviation by 1/4.
+const SMOOTHING_SHIFT: u32 = 3;
+const DEVIATION_SHIFT: u32 = 2;
+/// RFC 6298's K: margin of four mean deviations above the smoothed delay.
+const DEVIATION_MARGIN: i64 = 4;
+/// A path that delivered no data for this long no longer counts towards the
+/// spread: the sender stopped using it, so nothing can be overtaken on it.
+/// One second is several RTTs of any cellular path and short enough that the
+/// hold shrinks soon after a slow path is left idle.
+const ACTIVE_WINDOW: Duration = Duration::from_secs(1);
+
+/// One path's one-way-delay statistics, in microseconds relative to the
+/// session's first sample (so offsets and u32 wrap cancel).
+#[derive(Clone, Copy, Debug)]
+struct PathDelay {
+    smoothed_us: i64,
+    deviation_us: i64,
+    last_sample: Instant,
+}
+
+/// The reorder buffer's hold target, following the one-way-delay spread of
+/// the paths that carry data; see the module docs.
+#[derive(Clone, Debug)]
+pub struct AdaptiveHold {
+    bounds: HoldBounds,
+    /// First raw sample: later samples are measured from it.
+    reference_us: Option<u32>,
+    /// Indexed by path id; ids above [`PathId::MAX_IN_SET`] are not tracked.
+    paths: [Option<PathDelay>; PathId::MAX_IN_SET as usize + 1],
+}
+
+impl AdaptiveHold {
+    /// A target that starts at `bounds.max` until paths are measured (so the
+    /// first reordering of a session is hidden, not guessed at).
+    pub fn new(bounds: HoldBounds) -> Self {
+        AdaptiveHold {
+            bounds,
+            reference_us: None,
+            paths: [None; PathId::MAX_IN_SET as usize + 1],
+        }
+    }
+
+    /// The bounds in force.
+    pub fn bounds(&self) -> HoldBounds {
+        self.bounds
+    }
+
+    /// Replaces the bounds (configuration reload).
+    pub fn set_bounds(&mut self, bounds: HoldBounds) {
+        self.bounds = bounds;
+    }
+
+    /// A data packet arrived on `path` at `now`; `raw_owd_us` is the receiver's
+    /// clock minus the sender's transmit timestamp, in microseconds, wrapping.
+    pub fn on_arrival(&mut self, now: Instant, path: PathId, raw_owd_us: u32) {
+        let Some(slot) = self.paths.get_mut(usize::from(path.0)) else {
+            return;
+        };
+        let reference = *self.reference_us.get_or_insert(raw_owd_us);
+        // Within ±35 minutes of the reference the signed difference is exact.
+        let sample = i64::from(raw_owd_us.wrapping_sub(reference) as i32);
+        *slot = Some(match *slot {
+            None => PathDelay {
+                smoothed_us: sample,
+                deviation_us: 0,
+                last_sample: now,
+            },
+            Some(mut delay) => {
+                let error = sample - delay.smoothed_us;
+                delay.smoothed_us += error >> SMOOTHING_SHIFT;
+                delay.deviation_us += (error.abs() - delay.deviation_us) >> DEVIATION_SHIFT;
+                delay.last_sample = now;
+                delay
+            }
+        });
+    }
+
+    /// Forgets a path (removed from the session).
+    pub fn forget(&mut self, path: PathId) {
+        if let Some(slot) = self.paths.get_mut(usize::from(path.0)) {
+            *slot = None;
+        }
+    }
+
+    /// The paths that delivered data within the last second.
+    pub fn active_paths(&self, now: Instant) -> PathSet {
+        self.active(now).map(|(id, _)| id).collect()
+    }
+
+    /// The hold the reorder buffer should use now; see the module docs.
+    pub fn target(&self, now: Instant) -> Duration {
+        let mut earliest: Option<i64> = None;
+        let mut latest: Option<i64> = None;
+        for (_, delay) in self.active(now) {
+            let late = delay.smoothed_us + DEVIATION_MARGIN * delay.deviation_us;
+            earliest = Some(earliest.map_or(delay.smoothed_us, |e| e.min(delay.smoothed_us)));
+            latest = Some(latest.map_or(late, |l| l.max(late)));
+        }
+        let (Some(earliest), Some(latest)) = (earliest, latest) else {
+            return self.bounds.max;
+        };
+        let spread_us = u64::try_from(latest - earliest).unwrap_or(0);
+        Duration::from_micros(spread_us)
+            .clamp(self.bounds.min, self.bounds.max.max(self.bounds.min))
+    }
+
+    fn active(&self, now: Instant) -> impl Iterator<Item = (PathId, PathDelay)> + '_ {
+        self.paths.iter().enumerate().filter_map(move |(id, slot)| {
+            let delay = (*slot)?;
+            let fresh = now.saturating_duration_since(delay.last_sample) <= ACTIVE_WINDOW;
+            fresh.then_some((PathId(id as u8), delay))
+        })
+    }
+}
+
+/// Upper bounds of the hold-time histogram's buckets, roughly doubling from
+/// half a millisecond (an in-order packet's few microseconds) to two seconds
+/// (beyond any sensible hold); one more bucket counts everything above.
+pub const HOLD_BUCKET_BOUNDS: [Duration; 12] = [
+    Duration::from_micros(500),
+    Duration::from_millis(1),
+    Duration::from_millis(2),
+    Duration::from_millis(5),
+    Duration::from_millis(10),
+    Duration::from_millis(20),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(500),
+    Duration::from_millis(1000),
+    Duration::from_millis(2000),
+];
+
+/// How long released packets spent in the reorder buffer, as bucket counts
+/// over [`HOLD_BUCKET_BOUNDS`] (not cumulative; the last bucket is "above the
+/// largest bound"). Fixed size and `Copy`: recording never allocates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HoldHistogram {
+    counts: [u64; HOLD_BUCKET_BOUNDS.len() + 1],
+}
+
+impl HoldHistogram {
+    /// Counts one packet that was held for `hold`.
+    pub fn record(&mut self, hold: Duration) {
+        let bucket = HOLD_BUCKET_BOUNDS.partition_point(|&bound| bound < hold);
+        self.counts[bucket] += 1;
+    }
+
+    /// `(upper bound, packets held at most that long but longer than the
+    /// previous bound)` for every bucket; the last bound is `None` (+Inf).
+    pub fn buckets(&self) -> impl Iterator<Item = (Option<Duration>, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .map(|(index, &count)| (HOLD_BUCKET_BOUNDS.get(index).copied(), count))
+    }
+
+    /// Packets recorded.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The smallest bucket bound at or below which at least `quantile`
+    /// (0.0..=1.0) of the packets were held; `None` when empty or when the
+    /// quantile falls in the open top bucket.
+    pub fn quantile_bound(&self, quantile: f64) -> Option<Duration> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let needed = (quantile.clamp(0.0, 1.0) * total as f64).ceil() as u64;
+        let mut seen = 0;
+        for (bound, count) in self.buckets() {
+            seen += count;
+            if seen >= needed.max(1) {
+                return bound;
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUNDS: HoldBounds = HoldBounds {
+        min: Duration::from_millis(5),
+        max: Duration::from_millis(300),
+    };
+
+    fn ms(value: u64) -> Duration {
+        Duration::from_millis(value)
+    }
+
+    /// Feeds `count` samples per path, 1 ms apart, each path's raw delay being
+    /// `offset + delay_ms` (same sender clock offset for all paths).
+    fn feed(
+        hold: &mut AdaptiveHold,
+        t0: Instant,
+        offset_us: u32,
+        delays_ms: &[(u8, u64)],
+        count: u64,
+    ) {
+        for step in 0..count {
+            for &(path, delay) in delays_ms {
+                let raw = offset_us.wrapping_add(delay as u32 * 1000);
+                hold.on_arrival(t0 + ms(step), PathId(path), raw);
+            }
+        }
+    }
+
+    #[test]
+    fn unmeasured_holds_the_maximum() {
+        let hold = AdaptiveHold::new(BOUNDS);
+        assert_eq!(hold.target(Instant::now()), BOUNDS.max);
+    }
+
+    #[test]
+    fn follows_the_delay_spread_whatever_the_clock_offset() {
+        let t0 = Instant::now();
+        // Offsets near the u32 wrap and far from it give the same target.
+        for offset in [0, 123_456_789, u32::MAX - 20_000] {
+            let mut hold = AdaptiveHold::new(BOUNDS);
+            feed(&mut hold, t0, offset, &[(0, 10), (1, 60)], 50);
+            assert_eq!(hold.target(t0 + ms(50)), ms(50), "offset {offset}");
+        }
+    }
+
+    #[test]
+    fn jitter_widens_the_hold() {
+        let t0 = Instant::now();
+        let mut hold = AdaptiveHold::new(BOUNDS);
+        // Path 1 alternates 50 and 70 ms: mean deviation ~10 ms, margin ~40 ms.
+        for step in 0..200u64 {
+            hold.on_arrival(t0 + ms(step), PathId(0), 10_000);
+            let jittery = if step % 2 == 0 { 50_000 } else { 70_000 };
+            hold.on_arrival(t0 + ms(step), PathId(1), jittery);
+        }
+        let target = hold.target(t0 + ms(200));
+        assert!(target > ms(80) && target < ms(100), "{target:?}");
+    }
+
+    #[test]
+    fn one_path_holds_the_minimum_and_bounds_clamp() {
+        let t0 = Instant::now();
+        let mut hold = AdaptiveHold::new(BOUNDS);
+        feed(&mut hold, t0, 7, &[(3, 40)], 20);
+        assert_eq!(hold.target(t0 + ms(20)), BOUNDS.min);
+        feed(&mut hold, t0, 7, &[(3, 40), (4, 900)], 20);
+        assert_eq!(hold.target(t0 + ms(20)), BOUNDS.max);
+    }
+
+    #[test]
+    fn idle_and_forgotten_paths_stop_counting() {
+        let t0 = Instant::now();
+        let mut hold = AdaptiveHold::new(BOUNDS);
+        feed(&mut hold, t0, 0, &[(0, 10), (1, 110)], 10);
+        assert_eq!(hold.target(t0 + ms(10)), ms(100));
+        assert_eq!(hold.active_paths(t0 + ms(10)).len(), 2);
+        // Only path 0 keeps delivering; two seconds later path 1 is idle.
+        feed(&mut hold, t0 + ms(2000), 0, &[(0, 10)], 1);
+        assert_eq!(hold.target(t0 + ms(2000)), BOUNDS.min);
+        feed(&mut hold, t0 + ms(2001), 0, &[(1, 110)], 1);
+        assert_eq!(hold.target(t0 + ms(2001)), ms(100));
+        hold.forget(PathId(1));
+        assert_eq!(hold.target(t0 + ms(2001)), BOUNDS.min);
+    }
+
+    #[test]
+    fn histogram_buckets_and_quantiles() {
+        let mut histogram = HoldHistogram::default();
+        assert_eq!(histogram.quantile_bound(0.5), None);
+        for _ in 0..90 {
+            histogram.record(Duration::from_micros(3));
+        }
+        for _ in 0..9 {
+            histogram.record(ms(30));
+        }
+        histogram.record(ms(5000));
+        assert_eq!(histogram.count(), 100);
+        let counts: Vec<u64> = histogram.buckets().map(|(_, count)| count).collect();
+        assert_eq!(counts[0], 90);
+        assert_eq!(counts[6], 9, "30 ms falls in the (20, 50] ms bucket");
+        assert_eq!(counts[12], 1, "above two seconds");
+        assert_eq!(
+            histogram.quantile_bound(0.5),
+            Some(Duration::from_micros(500))
+        );
+        assert_eq!(histogram.quantile_bound(0.99), Some(ms(50)));
+        assert_eq!(histogram.quantile_bound(1.0), None);
+        // A bound itself belongs to its bucket.
+        let mut edge = HoldHistogram::default();
+        edge.record(ms(1));
+        assert_eq!(edge.buckets().nth(1), Some((Some(ms(1)), 1)));
+    }
+}
