@@ -77,6 +77,8 @@ class DaemonPair:
     inner_ipv6: bool = True
     stats_interval_ms: int = 5000
     congestion_controller: str = "cubic"
+    reorder_adaptive: bool = True
+    duplicate_latency_critical: bool = False
 
     def __post_init__(self):
         self.binary = mptund_binary()
@@ -97,8 +99,11 @@ class DaemonPair:
         server_pub = self._key_pair("server")
         paths = "".join(
             f'\n[[path]]\nname = "{uplink}"\ninterface = "{uplink}"\n' for uplink in self.uplinks)
+        toml_bool = lambda value: "true" if value else "false"
         common = (f'\n[scheduler]\nname = "{self.scheduler}"\n'
-                  f"\n[reorder]\nhold_ms = {self.hold_ms}\n"
+                  f"duplicate_latency_critical = {toml_bool(self.duplicate_latency_critical)}\n"
+                  f"\n[reorder]\nmax_hold_ms = {self.hold_ms}\n"
+                  f"adaptive = {toml_bool(self.reorder_adaptive)}\n"
                   f'\n[congestion]\ncontroller = "{self.congestion_controller}"\n'
                   f"\n[log]\nstats_interval_ms = {self.stats_interval_ms}\n")
         client_addresses = [f"{CLIENT_TUN_ADDR}/24"] + ([f"{CLIENT_TUN_ADDR6}/64"] if self.inner_ipv6 else [])

@@ -396,7 +396,12 @@ pub mod frame_type {
     pub const CLOSE: u8 = 0x03;
     /// [`super::Frame::Ack`].
     pub const ACK: u8 = 0x04;
+    /// [`super::Frame::GaveUp`].
+    pub const GAVE_UP: u8 = 0x05;
 }
+
+/// Body of a GaveUp frame: first sequence number u32, count u16.
+pub const GAVE_UP_BODY_LEN: usize = 6;
 
 /// Fixed part of an Ack frame body: path id, ack delay, one-way-delay sample.
 pub const ACK_FIXED_LEN: usize = 9;
@@ -468,6 +473,14 @@ pub enum Frame<'a> {
         /// The acknowledged ranges, newest first.
         ranges: AckRangesView<'a>,
     },
+    /// The sender lost these session sequence numbers and has no path left to send
+    /// them again: the receiver stops waiting for them.
+    GaveUp {
+        /// The first sequence number given up.
+        first_seq: u32,
+        /// How many consecutive sequence numbers from `first_seq` (wrapping).
+        count: u16,
+    },
     /// A frame type this implementation does not know; skipped by length.
     Unknown {
         /// The frame's type byte.
@@ -520,6 +533,15 @@ impl<'a> Frame<'a> {
                     ranges: AckRangesView { bytes: ranges },
                 })
             }
+            frame_type::GAVE_UP => {
+                if body.len() < GAVE_UP_BODY_LEN {
+                    return Err(too_short(GAVE_UP_BODY_LEN));
+                }
+                Ok(Frame::GaveUp {
+                    first_seq: read_u32(body, 0..4),
+                    count: u16::from_be_bytes([body[4], body[5]]),
+                })
+            }
             _ => Ok(Frame::Unknown { frame_type, body }),
         }
     }
@@ -532,6 +554,7 @@ impl<'a> Frame<'a> {
                 Frame::Pong { .. } => PONG_BODY_LEN,
                 Frame::Close => 0,
                 Frame::Ack { ranges, .. } => ACK_FIXED_LEN + ranges.bytes.len(),
+                Frame::GaveUp { .. } => GAVE_UP_BODY_LEN,
                 Frame::Unknown { body, .. } => body.len(),
             }
     }
@@ -611,6 +634,7 @@ pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
         Frame::Pong { .. } => frame_type::PONG,
         Frame::Close => frame_type::CLOSE,
         Frame::Ack { .. } => frame_type::ACK,
+        Frame::GaveUp { .. } => frame_type::GAVE_UP,
         Frame::Unknown { frame_type, .. } => *frame_type,
     };
     header[1..3].copy_from_slice(&body_len_u16.to_be_bytes());
@@ -634,6 +658,10 @@ pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
             body[1..5].copy_from_slice(&ack_delay_us.to_be_bytes());
             body[5..9].copy_from_slice(&largest_owd_raw_us.to_be_bytes());
             body[ACK_FIXED_LEN..].copy_from_slice(ranges.bytes);
+        }
+        Frame::GaveUp { first_seq, count } => {
+            body[0..4].copy_from_slice(&first_seq.to_be_bytes());
+            body[4..6].copy_from_slice(&count.to_be_bytes());
         }
         Frame::Unknown { body: src, .. } => body.copy_from_slice(src),
     }
@@ -1172,6 +1200,29 @@ mod tests {
     }
 
     #[test]
+    fn gave_up_frame_against_literal_bytes() {
+        // Sequence numbers 0xFFFF_FFFE, 0xFFFF_FFFF, 0 and 1 given up (wrapping).
+        const GAVE_UP: [u8; 9] = [0x05, 0x00, 0x06, 0xFF, 0xFF, 0xFF, 0xFE, 0x00, 0x04];
+        let frame = Frame::GaveUp {
+            first_seq: 0xFFFF_FFFE,
+            count: 4,
+        };
+        let mut out = [0u8; 9];
+        assert_eq!(write_frame(&mut out, &frame), Ok(9));
+        assert_eq!(out, GAVE_UP);
+        let parsed: Vec<_> = frames(&GAVE_UP).collect();
+        assert_eq!(parsed, [Ok(frame)]);
+        assert!(matches!(
+            frames(&[0x05, 0x00, 0x05, 0, 0, 0, 1, 0]).next(),
+            Some(Err(WireError::FrameBodyTooShort {
+                frame_type: 0x05,
+                needed: 6,
+                got: 5
+            }))
+        ));
+    }
+
+    #[test]
     fn write_frame_checks_room_and_length() {
         let mut out = [0u8; 6];
         assert_eq!(
@@ -1308,9 +1359,11 @@ mod tests {
 
         #[test]
         fn frames_round_trip(ping_id in any::<u32>(), echo in any::<u32>(),
-                             unknown_type in 5u8.., body in proptest::collection::vec(any::<u8>(), 0..40)) {
+                             unknown_type in 6u8.., body in proptest::collection::vec(any::<u8>(), 0..40),
+                             count in any::<u16>()) {
             let written = [
                 Frame::Ping { ping_id },
+                Frame::GaveUp { first_seq: echo, count },
                 Frame::Pong { ping_id, echoed_tx_time_us: echo },
                 Frame::Unknown { frame_type: unknown_type, body: &body },
                 Frame::Close,

@@ -303,6 +303,11 @@ impl<T> ReorderBuffer<T> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let oldest = *self.arrival_order.front()?;
         let held = self.window[self.index(oldest)].as_ref()?;
+        let next = self.next_expected;
+        if self.window[self.index(next)].is_none() && self.is_abandoned(next) {
+            // Given up: due already, `poll_release` skips it at once.
+            return Some(held.arrived);
+        }
         // An absurd max_hold that overflows Instant means "never".
         held.arrived.checked_add(self.max_hold)
     }

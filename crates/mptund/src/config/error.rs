@@ -197,7 +197,8 @@ pub(super) fn serde_error(
     } else if message.contains("expected a string") {
         err = err.with_hint("put the value in double quotes");
     } else if message.contains("expected i64") {
-        err = err.with_hint("write a whole number without quotes or units, e.g. `hold_ms = 100`");
+        err =
+            err.with_hint("write a whole number without quotes or units, e.g. `max_hold_ms = 100`");
     } else if message.contains("expected a boolean") {
         err = err.with_hint("write `true` or `false` without quotes");
     } else if message.contains("expected struct") {

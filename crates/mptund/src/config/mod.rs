@@ -65,10 +65,17 @@ pub const DEFAULT_BACKUP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(25);
 /// Scheduler used when `[scheduler]` is absent.
 pub const DEFAULT_SCHEDULER: &str = "round-robin";
 
-/// Default `reorder.hold_ms`: covers the delay spread of cellular uplinks
-/// (tens of ms between LTE modems on a train, LTE versus 5G NSA) with room
-/// for a retransmission-free skip before the inner TCP's RTO.
-pub const DEFAULT_REORDER_HOLD: Duration = Duration::from_millis(100);
+/// Default `scheduler.duplicate_latency_critical`: off until the benchmark in
+/// `benches/schedulers/` shows the copies pay for their bytes.
+pub const DEFAULT_DUPLICATE_LATENCY_CRITICAL: bool = false;
+
+/// Default `reorder.max_hold_ms`: above the delay spread of cellular uplinks (tens
+/// of ms between LTE modems on a train, LTE versus 5G NSA, Wi-Fi at 5-6x the LTE
+/// RTT under load in seed 000) and still far below the inner TCP's 1 s minimum RTO.
+pub const DEFAULT_REORDER_MAX_HOLD: Duration = Duration::from_millis(200);
+/// Default `reorder.min_hold_ms`: the jitter of one cellular path (a few ms of
+/// scheduling grant jitter) with margin; what a single path holds a gap for.
+pub const DEFAULT_REORDER_MIN_HOLD: Duration = Duration::from_millis(10);
 /// Default `reorder.capacity_packets`: 100 ms of 1400-byte packets at about
 /// 450 Mbit/s, above the 4G + 5G aggregate peak (~300 Mbit/s down).
 pub const DEFAULT_REORDER_CAPACITY_PACKETS: usize = 4096;
@@ -167,13 +174,21 @@ pub struct PathConfig {
 pub struct SchedulerConfig {
     /// One of [`KNOWN_SCHEDULERS`].
     pub name: String,
+    /// Send latency-critical inner packets (pure TCP ACKs, SYN/FIN/RST, DNS) on the
+    /// two fastest paths.
+    pub duplicate_latency_critical: bool,
 }
 
 /// The `[reorder]` table: the receiver's reorder buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReorderConfig {
+    /// Whether the hold follows the paths' one-way-delay spread (between
+    /// `min_hold` and `max_hold`) or is fixed at `max_hold`.
+    pub adaptive: bool,
+    /// Shortest adaptive hold.
+    pub min_hold: Duration,
     /// Longest wait for a missing packet before releasing what follows it.
-    pub hold: Duration,
+    pub max_hold: Duration,
     /// Most packets held at once.
     pub capacity_packets: usize,
 }

@@ -87,12 +87,15 @@ pub(super) struct RawPeer {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawScheduler {
     pub name: Option<Sp<String>>,
+    pub duplicate_latency_critical: Option<Sp<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawReorder {
-    pub hold_ms: Option<Sp<i64>>,
+    pub adaptive: Option<Sp<bool>>,
+    pub min_hold_ms: Option<Sp<i64>>,
+    pub max_hold_ms: Option<Sp<i64>>,
     pub capacity_packets: Option<Sp<i64>>,
 }
 

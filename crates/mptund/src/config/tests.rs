@@ -192,7 +192,9 @@ fn client_example_parses() {
     assert_eq!(
         config.reorder,
         ReorderConfig {
-            hold: Duration::from_millis(100),
+            adaptive: true,
+            min_hold: Duration::from_millis(10),
+            max_hold: Duration::from_millis(200),
             capacity_packets: 4096
         }
     );
@@ -259,7 +261,10 @@ fn minimal_client_gets_defaults() {
     let dir = KeyDir::new();
     let config = client(parse("client.toml", MINIMAL_CLIENT, &dir.path).unwrap());
     assert_eq!(config.scheduler.name, DEFAULT_SCHEDULER);
-    assert_eq!(config.reorder.hold, DEFAULT_REORDER_HOLD);
+    assert_eq!(config.reorder.max_hold, DEFAULT_REORDER_MAX_HOLD);
+    assert_eq!(config.reorder.min_hold, DEFAULT_REORDER_MIN_HOLD);
+    assert!(config.reorder.adaptive);
+    assert!(!config.scheduler.duplicate_latency_critical);
     assert_eq!(
         config.reorder.capacity_packets,
         DEFAULT_REORDER_CAPACITY_PACKETS
@@ -452,11 +457,11 @@ fn broken_configs() -> Vec<Broken> {
         c("duplicate key", client_with("name = \"lte\"", "name = \"lte\"\nname = \"5g\""), Some(11), "name", "defined twice", "keep one"),
         c("unknown field with suggestion", client_with("interface =", "interfce ="), Some(11), "path[0].interfce", "unknown field `interfce`", "did you mean `interface`?"),
         c("unknown table with suggestion", client_with("[[path]]", "[[paths]]"), Some(9), "paths", "unknown field `paths`", "did you mean `path`?"),
-        c("unit missing from a key", format!("{MINIMAL_CLIENT}[reorder]\nhold = 100\n"), Some(13), "reorder.hold", "unknown field `hold`", "did you mean `hold_ms`?"),
+        c("unit missing from a key", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold = 100\n"), Some(13), "reorder.max_hold", "unknown field `max_hold`", "did you mean `max_hold_ms`?"),
         c("server field in a client", client_with("[tun]", "listen = \"0.0.0.0:51900\"\n[tun]"), Some(3), "listen", "unknown field `listen`", "belongs in a server configuration"),
         c("top-level key inside a table", format!("{MINIMAL_CLIENT}scheduler = \"round-robin\"\n"), Some(12), "path[0].scheduler", "unknown field `scheduler`", "move it above the first [table]"),
         c("unknown field far from any", client_with("[tun]", "[tun]\ncolour = \"blue\""), Some(4), "tun.colour", "unknown field `colour`", "the fields here are `name`, `addresses`, `mtu`"),
-        c("string where integer", format!("{MINIMAL_CLIENT}[reorder]\nhold_ms = \"100\"\n"), Some(13), "reorder.hold_ms", "expected an integer", "whole number"),
+        c("string where integer", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = \"100\"\n"), Some(13), "reorder.max_hold_ms", "expected an integer", "whole number"),
         c("single [path] table", client_with("[[path]]", "[path]"), Some(9), "path", "expected an array", "[[path]]"),
         c("missing mode", client_with("mode = \"client\"\n", ""), None, "mode", "required field `mode` is missing", "mode = \"client\""),
         c("wrong mode", client_with("\"client\"", "\"clinet\""), Some(1), "mode", "\"clinet\" is not a mode", "did you mean \"client\"?"),
@@ -493,7 +498,10 @@ fn broken_configs() -> Vec<Broken> {
         c("mtu out of range", client_with("[server]", "mtu = 100\n[server]"), Some(6), "tun.mtu", "100 bytes is out of range", "576 to 65535 bytes, or remove mtu"),
         c("IPv6 tun address with small mtu", client_with("[\"198.18.100.2/24\"]", "[\"198.18.100.2/24\", \"fd00::2/64\"]\nmtu = 1200"), Some(6), "tun.mtu", "below the IPv6 minimum of 1280", "at least 1280"),
         c("unknown scheduler", format!("{MINIMAL_CLIENT}[scheduler]\nname = \"round-robbin\"\n"), Some(13), "scheduler.name", "unknown scheduler \"round-robbin\"", "did you mean \"round-robin\"?"),
-        c("hold_ms out of range", format!("{MINIMAL_CLIENT}[reorder]\nhold_ms = 0\n"), Some(13), "reorder.hold_ms", "0 ms is out of range", "from 1 to 5000 ms"),
+        c("max_hold_ms out of range", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 0\n"), Some(13), "reorder.max_hold_ms", "0 ms is out of range", "from 1 to 5000 ms"),
+        c("min_hold_ms above max_hold_ms", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 50\nmin_hold_ms = 60\n"), Some(14), "reorder.min_hold_ms", "above max_hold_ms (50 ms)", "lower min_hold_ms"),
+        c("adaptive not a boolean", format!("{MINIMAL_CLIENT}[reorder]\nadaptive = \"yes\"\n"), Some(13), "reorder.adaptive", "expected a boolean", "true` or `false"),
+        c("duplication not a boolean", format!("{MINIMAL_CLIENT}[scheduler]\nduplicate_latency_critical = 1\n"), Some(13), "scheduler.duplicate_latency_critical", "expected a boolean", "true` or `false"),
         c("capacity out of range", format!("{MINIMAL_CLIENT}[reorder]\ncapacity_packets = 2000000\n"), Some(13), "reorder.capacity_packets", "out of range", "16 to 1048576"),
         c("path_timeout <= keepalive", format!("{MINIMAL_CLIENT}[timers]\nkeepalive_interval_ms = 2000\npath_timeout_ms = 2000\n"), Some(14), "timers.path_timeout_ms", "must be greater than keepalive_interval_ms (2000)", "e.g. 6000"),
         c("keepalive above default path timeout", format!("{MINIMAL_CLIENT}[timers]\nkeepalive_interval_ms = 5000\n"), Some(13), "timers.keepalive_interval_ms", "path_timeout_ms (3000) must be greater", "e.g. 15000"),
@@ -626,7 +634,7 @@ proptest! {
     #[test]
     fn any_integer_in_any_numeric_field_never_panics(
         field in prop::sample::select(vec![
-            "[reorder]\nhold_ms", "[reorder]\ncapacity_packets", "[timers]\nkeepalive_interval_ms",
+              "[reorder]\nmax_hold_ms", "[reorder]\nmin_hold_ms", "[reorder]\ncapacity_packets", "[timers]\nkeepalive_interval_ms",
             "[timers]\npath_timeout_ms", "[timers]\nhandshake_retry_ms", "[timers]\nsession_timeout_ms",
             "[log]\nstats_interval_ms",
         ]),

@@ -14,7 +14,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use mptund_sched::ReorderConfig;
+use mptund_sched::{HoldBounds, ReorderConfig};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
@@ -96,18 +96,23 @@ fn pool_for(tun_mtu: u16, reorder: &ReorderConfig) -> BufferPool {
 }
 
 fn session_settings(
-    scheduler: &str,
+    scheduler: &crate::config::SchedulerConfig,
     reorder: &crate::config::ReorderConfig,
     congestion: &CongestionConfig,
     timers: &crate::config::Timers,
     tun_mtu: u16,
 ) -> SessionSettings {
     SessionSettings {
-        scheduler: scheduler.to_owned(),
+        scheduler: scheduler.name.clone(),
+        duplicate_latency_critical: scheduler.duplicate_latency_critical,
         reorder: ReorderConfig {
-            max_hold: reorder.hold,
+            max_hold: reorder.max_hold,
             capacity: reorder.capacity_packets,
         },
+        adaptive_hold: reorder.adaptive.then_some(HoldBounds {
+            min: reorder.min_hold,
+            max: reorder.max_hold,
+        }),
         path_timeout: timers.path_timeout,
         send_queue: SendQueueConfig {
             capacity_packets: congestion.queue_capacity_packets,
@@ -159,7 +164,7 @@ async fn run_client(config: ClientConfig, options: RunOptions) -> anyhow::Result
             })
             .collect(),
         session: session_settings(
-            &config.scheduler.name,
+            &config.scheduler,
             &config.reorder,
             &config.congestion,
             &config.timers,
@@ -204,7 +209,7 @@ async fn run_server(config: ServerConfig, options: RunOptions) -> anyhow::Result
             })
             .collect(),
         session: session_settings(
-            &config.scheduler.name,
+            &config.scheduler,
             &config.reorder,
             &config.congestion,
             &config.timers,

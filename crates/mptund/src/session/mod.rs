@@ -13,6 +13,7 @@
 //! opens datagrams, acknowledges them and reorders inner packets.
 
 mod budget;
+mod classify;
 mod client;
 pub mod inner;
 mod path;
@@ -28,7 +29,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use mptund_probe::{Liveness, LostPacket, ProbeConfig};
-use mptund_sched::{AnyScheduler, PathId, PathView, ReorderBuffer, ReorderConfig, SeqNo};
+use mptund_sched::{
+    AdaptiveHold, AnyScheduler, HoldBounds, PathId, PathView, ReorderBuffer, ReorderConfig, SeqNo,
+};
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings};
 pub use path::{PathSettings, SessionPath};
@@ -118,7 +121,12 @@ pub trait Engine {
 #[derive(Clone, Debug)]
 pub struct SessionSettings {
     pub scheduler: String,
+    /// Latency-critical inner packets go on the two fastest paths.
+    pub duplicate_latency_critical: bool,
+    /// `reorder.max_hold` is the fixed hold unless this is set.
     pub reorder: ReorderConfig,
+    /// The hold follows the paths' one-way-delay spread within these bounds.
+    pub adaptive_hold: Option<HoldBounds>,
     /// A path with nothing authenticated received for this long is down, whatever its
     /// RTT-derived liveness says (an upper bound for silent, idle paths).
     pub path_timeout: Duration,
@@ -139,6 +147,8 @@ pub struct Session {
     replay: ReplayWindow,
     next_seq: SeqNo,
     reorder: ReorderBuffer<Packet>,
+    /// Sets the reorder buffer's hold from the paths' delays, when configured.
+    adaptive_hold: Option<AdaptiveHold>,
     scheduler: AnyScheduler,
     pub paths: Vec<SessionPath>,
     /// Scratch for the scheduler's view of the paths, reused for every packet.
@@ -147,6 +157,8 @@ pub struct Session {
     lost: Vec<LostPacket>,
     /// Scratch for copies of a suspect path's packets.
     copies: Vec<Packet>,
+    /// Runs of sequence numbers lost with no path to re-send them on, for the peer.
+    given_up: Vec<(SeqNo, u16)>,
     send_queue: send::SendQueue,
     epoch: Instant,
     pub established: Instant,
@@ -173,6 +185,8 @@ pub struct SessionCounters {
     pub standalone_acks: u64,
     /// Acknowledgement frames carried inside data datagrams.
     pub piggybacked_acks: u64,
+    /// Extra copies of latency-critical inner packets sent on a second path.
+    pub duplicated: u64,
 }
 
 /// Path ids are a `u8` on the wire, but a `PathSet` holds 64; more uplinks than that on
@@ -199,10 +213,12 @@ impl Session {
             replay: ReplayWindow::new(),
             next_seq: SeqNo(0),
             reorder: ReorderBuffer::new(settings.reorder, SeqNo(0)),
+            adaptive_hold: settings.adaptive_hold.map(AdaptiveHold::new),
             scheduler,
             views: Vec::with_capacity(paths.len().max(8)),
             lost: Vec::with_capacity(256),
             copies: Vec::with_capacity(256),
+            given_up: Vec::with_capacity(send::MAX_GIVEN_UP_RUNS),
             send_queue: send::SendQueue::new(settings.send_queue),
             paths,
             epoch: now,
@@ -332,7 +348,7 @@ impl Session {
             let entered = self.paths[index].handle_timeout(now, &mut self.lost, session);
             self.reinject_lost(now, index, pool, drops, out);
             match entered {
-                Some(Liveness::Suspect) => self.reinject_copies(now, index, pool, drops, out),
+                Some(Liveness::Suspect) => self.reinject_copies(now, index, pool, out),
                 Some(Liveness::Down) => {
                     self.reinject_everything_in_flight(now, index, pool, drops, out)
                 }
@@ -364,6 +380,11 @@ impl Session {
 
     pub fn send_queue_depth(&self) -> usize {
         self.send_queue.len()
+    }
+
+    /// The reorder buffer's hold in force.
+    pub fn reorder_hold(&self) -> Duration {
+        self.reorder.max_hold()
     }
 
     pub fn reorder_len(&self) -> usize {

@@ -139,6 +139,7 @@ impl Session {
         self.paths[index]
             .acks
             .on_received(now, local_us, meta.path_pn, meta.tx_time_us);
+        self.sample_one_way_delay(now, index, local_us, meta.tx_time_us);
         let after_meta = plaintext.start() + DATA_META_LEN;
         let end = plaintext.start() + plaintext.len();
         let inner_start = if packet_type == PacketType::DataWithFrames {
@@ -230,11 +231,12 @@ impl Session {
                 &"control datagram without metadata",
             );
         };
+        let local_us = self.timestamp_us(now);
+        self.sample_one_way_delay(now, index, local_us, meta.tx_time_us);
         let frames = &plaintext.bytes()[wire::CONTROL_META_LEN..];
         // Only pings and goodbyes ask for an acknowledgement; acknowledging
         // acknowledgements would never end.
         if self.handle_frames(now, index, frames, pool, drops, out) {
-            let local_us = self.timestamp_us(now);
             self.paths[index]
                 .acks
                 .on_received(now, local_us, meta.path_pn, meta.tx_time_us);
@@ -280,6 +282,13 @@ impl Session {
                     drops,
                     out,
                 ),
+                Ok(Frame::GaveUp { first_seq, count }) => {
+                    // Beyond one window the buffer ignores them anyway.
+                    let count = u32::from(count).min(self.reorder.capacity() as u32);
+                    for offset in 0..count {
+                        self.reorder.give_up(SeqNo(first_seq).add(offset));
+                    }
+                }
                 Ok(Frame::Pong { .. } | Frame::Unknown { .. }) => {}
                 Err(error) => {
                     drops.record(now, DropReason::Malformed, &error);
@@ -328,9 +337,21 @@ impl Session {
         if let Some((from, to)) = result.liveness_change {
             self.paths[index].log_transition(from, to, session);
         }
-        self.paths[index].release_acknowledged(pool);
+        // Lost packets first: releasing the acknowledged ones recycles everything
+        // older than what is still in flight, lost packets included.
         self.reinject_lost(now, index, pool, drops, out);
+        self.paths[index].release_acknowledged(pool);
         self.drain_send_queue(now, pool, drops, out);
+    }
+
+    /// Feeds the adaptive hold with a datagram's one-way delay (with the unknown clock
+    /// offset, which cancels between paths). Keepalives count too: a path that carries
+    /// no data now may get the next packet, and its delay decides how late that is.
+    fn sample_one_way_delay(&mut self, now: Instant, index: usize, local_us: u32, tx_time_us: u32) {
+        if let Some(hold) = &mut self.adaptive_hold {
+            hold.on_arrival(now, self.paths[index].id, local_us.wrapping_sub(tx_time_us));
+            self.reorder.set_max_hold(hold.target(now));
+        }
     }
 
     /// Moves every packet the reorder buffer releases now to `deliver`.

@@ -33,16 +33,26 @@ pub struct SessionReport {
     pub send_queue_depth: usize,
     pub standalone_acks: u64,
     pub piggybacked_acks: u64,
+    /// Extra copies of latency-critical inner packets.
+    pub duplicated: u64,
 }
 
 #[derive(Debug, Serialize)]
 pub struct ReorderReport {
     pub buffered: usize,
+    /// The hold in force now (adaptive or fixed).
+    pub hold_ms: f64,
+    pub max_hold_seen_ms: f64,
+    pub mean_hold_ms: f64,
+    /// `(upper bound in ms or null for +Inf, packets)` per hold-time bucket.
+    pub hold_histogram: Vec<(Option<f64>, u64)>,
     pub released_in_order: u64,
     pub released_after_wait: u64,
     pub released_late: u64,
     pub gaps_skipped: u64,
     pub seqs_skipped: u64,
+    /// Skipped at once because the sender gave them up.
+    pub seqs_skipped_early: u64,
     pub duplicates: u64,
     pub too_old: u64,
 }
@@ -130,6 +140,15 @@ impl SessionReport {
                 .collect(),
             reorder: ReorderReport {
                 buffered: session.reorder_len(),
+                hold_ms: millis(session.reorder_hold()),
+                max_hold_seen_ms: millis(reorder.max_hold),
+                mean_hold_ms: millis(reorder.total_hold) / reorder.released().max(1) as f64,
+                hold_histogram: reorder
+                    .hold_histogram
+                    .buckets()
+                    .map(|(bound, count)| (bound.map(millis), count))
+                    .collect(),
+                seqs_skipped_early: reorder.seqs_skipped_early,
                 released_in_order: reorder.released_in_order,
                 released_after_wait: reorder.released_after_wait,
                 released_late: reorder.released_late,
@@ -143,8 +162,13 @@ impl SessionReport {
             send_queue_depth: session.send_queue_depth(),
             standalone_acks: session.counters.standalone_acks,
             piggybacked_acks: session.counters.piggybacked_acks,
+            duplicated: session.counters.duplicated,
         }
     }
+}
+
+fn millis(duration: std::time::Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
 }
 
 impl Report {

@@ -6,8 +6,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use mptund_sched::{PacketClass, PacketInfo, PathId, Pick, Scheduler, SeqNo};
+use mptund_sched::{PacketInfo, PathId, Pick, Scheduler, SeqNo};
 
+use super::classify::classify;
 use super::{KeepAs, Outgoing, Session};
 use crate::buffers::{BufferPool, Packet, HEADROOM, MAX_PIGGYBACK};
 use crate::counters::{DropCounters, DropReason};
@@ -20,6 +21,10 @@ use crate::wire::{
 /// metadata, a Ping frame and the tag (a metered contract counts every byte).
 const PING_WIRE_COST: usize =
     20 + 8 + TRANSPORT_HEADER_LEN + CONTROL_META_LEN + 3 + wire::PING_BODY_LEN + TAG_LEN;
+
+/// Runs of given-up sequence numbers remembered until the next control datagram;
+/// a control datagram holds about 150 GaveUp frames.
+pub(super) const MAX_GIVEN_UP_RUNS: usize = 128;
 
 /// The smallest Ack frame: header, fixed fields and one range.
 const MIN_ACK_FRAME: usize = 3 + wire::ACK_FIXED_LEN + wire::ACK_RANGE_LEN;
@@ -186,7 +191,7 @@ impl Session {
         self.refresh_views(now, packet.len(), exclude);
         let info = PacketInfo {
             len: packet.len(),
-            class: PacketClass::Bulk,
+            class: classify(packet.bytes()),
         };
         match self.scheduler.pick(now, &info, &self.views) {
             Pick::One(id) => match self.path_index(id) {
@@ -420,17 +425,7 @@ impl Session {
         if !due {
             return;
         }
-        let path_timeout = self.settings.path_timeout;
-        let Some(index) = (0..self.paths.len())
-            .filter(|&i| self.paths[i].remote.is_some() && self.paths[i].socket_open)
-            .max_by_key(|&i| {
-                let path = &self.paths[i];
-                (
-                    path.scheduler_state(now, path_timeout) == mptund_sched::PathState::Up,
-                    path.last_received,
-                )
-            })
-        else {
+        let Some(index) = self.feedback_path(now) else {
             return;
         };
         if let Some(outgoing) = self.control(now, index, false, pool, |session, buf| {
@@ -439,6 +434,20 @@ impl Session {
             self.counters.standalone_acks += 1;
             out.push(outgoing);
         }
+    }
+
+    /// The path for feedback to the peer: an Up one heard from most recently.
+    fn feedback_path(&self, now: Instant) -> Option<usize> {
+        let path_timeout = self.settings.path_timeout;
+        (0..self.paths.len())
+            .filter(|&i| self.paths[i].remote.is_some() && self.paths[i].socket_open)
+            .max_by_key(|&i| {
+                let path = &self.paths[i];
+                (
+                    path.scheduler_state(now, path_timeout) == mptund_sched::PathState::Up,
+                    path.last_received,
+                )
+            })
     }
 
     /// Pings the paths that are due a keepalive or a liveness probe, within each
@@ -507,15 +516,69 @@ impl Session {
     ) {
         let lost = std::mem::take(&mut self.lost);
         for packet in &lost {
-            if packet.seq.is_none() {
+            let Some(seq) = packet.seq else {
                 continue;
-            }
-            if let Some(kept) = self.paths[index].take_kept(packet.pn, pool) {
-                self.reinject(now, index, kept, pool, drops, out);
+            };
+            let Some(kept) = self.paths[index].take_kept(packet.pn, pool) else {
+                continue;
+            };
+            if !self.reinject(now, index, kept, pool, out) {
+                drops.record(
+                    now,
+                    DropReason::NoUsablePath,
+                    &"no other path to re-send a lost packet on",
+                );
+                self.give_up(SeqNo(seq));
             }
         }
         self.lost = lost;
         self.lost.clear();
+        self.send_given_up(now, pool, out);
+    }
+
+    /// Remembers that `seq` will never be sent again, to tell the receiver.
+    fn give_up(&mut self, seq: SeqNo) {
+        if let Some((first, count)) = self.given_up.last_mut() {
+            if first.add(u32::from(*count)) == seq && *count < u16::MAX {
+                *count += 1;
+                return;
+            }
+        }
+        // Bounded: if the receiver is not told, it waits out its hold instead.
+        if self.given_up.len() < MAX_GIVEN_UP_RUNS {
+            self.given_up.push((seq, 1));
+        }
+    }
+
+    /// Tells the receiver which sequence numbers it need not wait for, in one control
+    /// datagram on the path it was heard on most recently. Not acknowledged or
+    /// repeated: if it is lost, the receiver's hold runs out as it would have anyway.
+    fn send_given_up(&mut self, now: Instant, pool: &mut BufferPool, out: &mut Vec<Outgoing>) {
+        if self.given_up.is_empty() {
+            return;
+        }
+        let Some(index) = self.feedback_path(now) else {
+            self.given_up.clear();
+            return;
+        };
+        let runs = std::mem::take(&mut self.given_up);
+        let write = |_: &mut Self, buf: &mut [u8]| {
+            let mut written = 0;
+            for &(first, count) in &runs {
+                let frame = Frame::GaveUp {
+                    first_seq: first.0,
+                    count,
+                };
+                match wire::write_frame(&mut buf[written..], &frame) {
+                    Ok(len) => written += len,
+                    Err(_) => break,
+                }
+            }
+            written
+        };
+        out.extend(self.control(now, index, false, pool, write));
+        self.given_up = runs;
+        self.given_up.clear();
     }
 
     /// Path `index` went quiet for longer than its RTT explains: copies of what it has
@@ -527,13 +590,13 @@ impl Session {
         now: Instant,
         index: usize,
         pool: &mut BufferPool,
-        drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
         let mut copies = std::mem::take(&mut self.copies);
         self.paths[index].copy_uncopied(pool, &mut copies);
         for copy in copies.drain(..) {
-            self.reinject(now, index, copy, pool, drops, out);
+            // A copy that finds no path is no loss: the original is still in flight.
+            self.reinject(now, index, copy, pool, out);
         }
         self.copies = copies;
     }
@@ -554,18 +617,19 @@ impl Session {
     }
 
     /// Opens a datagram this side sealed for path `from`, and sends its inner packet
-    /// again under the same sequence number on another path.
+    /// again under the same sequence number on another path; false when no other path
+    /// could take it (the packet is recycled).
     fn reinject(
         &mut self,
         now: Instant,
         from: usize,
         mut sealed: Packet,
         pool: &mut BufferPool,
-        drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
-    ) {
+    ) -> bool {
         let Ok(header) = TransportHeader::parse(sealed.bytes()) else {
-            return pool.recycle(sealed);
+            pool.recycle(sealed);
+            return false;
         };
         let start = sealed.start();
         let end = start + sealed.len();
@@ -577,18 +641,25 @@ impl Session {
             &mut sealed.buffer_mut()[start + TRANSPORT_HEADER_LEN..end],
         ) {
             Ok(plaintext) => plaintext.len(),
-            Err(_) => return pool.recycle(sealed),
+            Err(_) => {
+                pool.recycle(sealed);
+                return false;
+            }
         };
         let plaintext_start = start + TRANSPORT_HEADER_LEN;
         let plaintext = &sealed.buffer_mut()[plaintext_start..plaintext_start + plaintext_len];
         let Ok(meta) = DataMeta::parse(plaintext) else {
-            return pool.recycle(sealed);
+            pool.recycle(sealed);
+            return false;
         };
         let inner = match header.packet_type {
             PacketType::DataWithFrames => {
                 match wire::split_piggybacked(&plaintext[DATA_META_LEN..]) {
                     Ok((_, inner)) => inner.len(),
-                    Err(_) => return pool.recycle(sealed),
+                    Err(_) => {
+                        pool.recycle(sealed);
+                        return false;
+                    }
                 }
             }
             _ => plaintext_len - DATA_META_LEN,
@@ -603,14 +674,13 @@ impl Session {
         self.paths[from].reinjected_away += 1;
         let exclude = Some(self.paths[from].id);
         match self.place(now, sealed, SeqNo(meta.seq), exclude, pool, out) {
-            Placement::Sent => self.counters.reinjected += 1,
+            Placement::Sent => {
+                self.counters.reinjected += 1;
+                true
+            }
             Placement::Held(packet) => {
                 pool.recycle(packet);
-                drops.record(
-                    now,
-                    DropReason::NoUsablePath,
-                    &"no other path to re-send a lost packet on",
-                );
+                false
             }
         }
     }

@@ -30,10 +30,12 @@ fn client_addr(path: usize) -> SocketAddr {
 fn settings(hold: Duration) -> SessionSettings {
     SessionSettings {
         scheduler: "round-robin".into(),
+        duplicate_latency_critical: false,
         reorder: ReorderConfig {
             max_hold: hold,
             capacity: 1024,
         },
+        adaptive_hold: None,
         path_timeout: Duration::from_millis(3000),
         send_queue: SendQueueConfig {
             capacity_packets: 1024,
@@ -107,6 +109,10 @@ struct Net {
 
 impl Net {
     fn new(delays_ms: &[u64], hold: Duration) -> Self {
+        Self::with_settings(delays_ms, settings(hold))
+    }
+
+    fn with_settings(delays_ms: &[u64], session: SessionSettings) -> Self {
         let now = Instant::now();
         let client_key = PrivateKey::generate();
         let server_key = PrivateKey::generate();
@@ -122,7 +128,7 @@ impl Net {
                     probing: path_settings(),
                 })
                 .collect(),
-            session: settings(hold),
+            session: session.clone(),
             handshake_retry: Duration::from_millis(1000),
             session_timeout: Duration::from_secs(10),
         };
@@ -136,7 +142,7 @@ impl Net {
                     prefix_len: 32,
                 }],
             }],
-            session: settings(hold),
+            session,
             path: path_settings(),
             session_idle_timeout: Duration::from_secs(180),
         };
@@ -323,7 +329,11 @@ impl Net {
     }
 
     fn established(delays_ms: &[u64], hold: Duration) -> Self {
-        let mut net = Self::new(delays_ms, hold);
+        Self::established_with(delays_ms, settings(hold))
+    }
+
+    fn established_with(delays_ms: &[u64], session: SessionSettings) -> Self {
+        let mut net = Self::with_settings(delays_ms, session);
         net.run_for(Duration::from_millis(500));
         assert!(net.client.is_established(), "handshake did not complete");
         assert_eq!(net.server.session_count(), 1);
@@ -524,6 +534,55 @@ fn a_lost_packet_is_skipped_after_the_hold_time() {
         [0, 2],
         "the gap is skipped once the hold time is over"
     );
+}
+
+#[test]
+fn a_loss_with_no_path_to_resend_on_is_skipped_without_waiting_out_the_hold() {
+    let mut net = Net::established(&[10], Duration::from_secs(2));
+    net.client_sends(0, 100);
+    net.cut = vec![true];
+    net.client_sends(1, 100); // lost, and there is no other path for it
+    net.cut = vec![false];
+    for tag in 2..6 {
+        net.client_sends(tag, 100);
+    }
+    net.run_for(Duration::from_millis(200));
+    let tags: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(tags, [0, 2, 3, 4, 5], "released long before the 2 s hold");
+    let client = net.client.report(net.now);
+    assert_eq!(client.drops.get("no_usable_path"), Some(&1));
+    let server = net.server.report(net.now);
+    let reorder = &server.sessions[0].reorder;
+    assert_eq!((reorder.seqs_skipped, reorder.seqs_skipped_early), (1, 1));
+    assert!(reorder.max_hold_seen_ms < 100.0, "{reorder:?}");
+}
+
+#[test]
+fn adaptive_hold_follows_the_delay_spread_of_the_paths() {
+    let mut session = settings(Duration::from_millis(400));
+    session.adaptive_hold = Some(mptund_sched::HoldBounds {
+        min: Duration::from_millis(5),
+        max: Duration::from_millis(400),
+    });
+    let mut net = Net::established_with(&[10, 60], session);
+    for tag in 0..200 {
+        net.client_sends(tag, 1000);
+        net.run_for(Duration::from_millis(1));
+    }
+    net.run_for(Duration::from_millis(200));
+    let tags: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(tags, (0..200).collect::<Vec<_>>());
+    let server = net.server.report(net.now);
+    let reorder = &server.sessions[0].reorder;
+    // 50 ms between the paths' one-way delays; constant delays add no jitter margin.
+    assert!(
+        (49.0..=52.0).contains(&reorder.hold_ms),
+        "hold {} ms",
+        reorder.hold_ms
+    );
+    // The client received only acknowledgements and keepalives: one path's worth
+    // of data at most, so its hold stays at the spread it measured or the bounds.
+    assert!(reorder.max_hold_seen_ms <= 52.0, "{reorder:?}");
 }
 
 #[test]

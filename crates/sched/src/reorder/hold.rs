@@ -9,7 +9,7 @@
 //! hold = max_p(owd_p + K * owd_dev_p) - min_p(owd_p)      clamped to [min, max]
 //! ```
 //!
-//! over the paths that delivered data recently, where `owd_p` is a path's
+//! over the paths heard from recently (data or keepalives), where `owd_p` is a path's
 //! smoothed one-way delay and `owd_dev_p` its mean deviation, smoothed as RFC
 //! 6298 §2 smooths RTT samples (gains 1/8 and 1/4, `K = 4`). With one path the
 //! spread is zero and the hold is its own jitter margin: a single path does
@@ -40,11 +40,12 @@ const SMOOTHING_SHIFT: u32 = 3;
 const DEVIATION_SHIFT: u32 = 2;
 /// RFC 6298's K: margin of four mean deviations above the smoothed delay.
 const DEVIATION_MARGIN: i64 = 4;
-/// A path that delivered no data for this long no longer counts towards the
-/// spread: the sender stopped using it, so nothing can be overtaken on it.
-/// One second is several RTTs of any cellular path and short enough that the
-/// hold shrinks soon after a slow path is left idle.
-const ACTIVE_WINDOW: Duration = Duration::from_secs(1);
+/// A path heard from within this long counts towards the spread. The caller
+/// samples keepalives too, so an idle path that may get the next packet still
+/// counts: three seconds spans mptund's default 1 s keepalive interval with
+/// two to spare, and drops a path once it has gone quiet (down, or a backup
+/// with its 25 s keepalives).
+const ACTIVE_WINDOW: Duration = Duration::from_secs(3);
 
 /// One path's one-way-delay statistics, in microseconds relative to the
 /// session's first sample (so offsets and u32 wrap cancel).
@@ -64,6 +65,8 @@ pub struct AdaptiveHold {
     reference_us: Option<u32>,
     /// Indexed by path id; ids above [`PathId::MAX_IN_SET`] are not tracked.
     paths: [Option<PathDelay>; PathId::MAX_IN_SET as usize + 1],
+    /// The ids with an entry in `paths`, so a target visits only those.
+    tracked: PathSet,
 }
 
 impl AdaptiveHold {
@@ -74,6 +77,7 @@ impl AdaptiveHold {
             bounds,
             reference_us: None,
             paths: [None; PathId::MAX_IN_SET as usize + 1],
+            tracked: PathSet::EMPTY,
         }
     }
 
@@ -93,6 +97,7 @@ impl AdaptiveHold {
         let Some(slot) = self.paths.get_mut(usize::from(path.0)) else {
             return;
         };
+        self.tracked.insert(path);
         let reference = *self.reference_us.get_or_insert(raw_owd_us);
         // Within ±35 minutes of the reference the signed difference is exact.
         let sample = i64::from(raw_owd_us.wrapping_sub(reference) as i32);
@@ -117,9 +122,10 @@ impl AdaptiveHold {
         if let Some(slot) = self.paths.get_mut(usize::from(path.0)) {
             *slot = None;
         }
+        self.tracked.remove(path);
     }
 
-    /// The paths that delivered data within the last second.
+    /// The paths heard from within the last three seconds.
     pub fn active_paths(&self, now: Instant) -> PathSet {
         self.active(now).map(|(id, _)| id).collect()
     }
@@ -142,10 +148,10 @@ impl AdaptiveHold {
     }
 
     fn active(&self, now: Instant) -> impl Iterator<Item = (PathId, PathDelay)> + '_ {
-        self.paths.iter().enumerate().filter_map(move |(id, slot)| {
-            let delay = (*slot)?;
+        self.tracked.iter().filter_map(move |id| {
+            let delay = self.paths[usize::from(id.0)]?;
             let fresh = now.saturating_duration_since(delay.last_sample) <= ACTIVE_WINDOW;
-            fresh.then_some((PathId(id as u8), delay))
+            fresh.then_some((id, delay))
         })
     }
 }
@@ -295,13 +301,13 @@ mod tests {
         feed(&mut hold, t0, 0, &[(0, 10), (1, 110)], 10);
         assert_eq!(hold.target(t0 + ms(10)), ms(100));
         assert_eq!(hold.active_paths(t0 + ms(10)).len(), 2);
-        // Only path 0 keeps delivering; two seconds later path 1 is idle.
-        feed(&mut hold, t0 + ms(2000), 0, &[(0, 10)], 1);
-        assert_eq!(hold.target(t0 + ms(2000)), BOUNDS.min);
-        feed(&mut hold, t0 + ms(2001), 0, &[(1, 110)], 1);
-        assert_eq!(hold.target(t0 + ms(2001)), ms(100));
+        // Only path 0 keeps delivering; four seconds later path 1 is quiet.
+        feed(&mut hold, t0 + ms(4000), 0, &[(0, 10)], 1);
+        assert_eq!(hold.target(t0 + ms(4000)), BOUNDS.min);
+        feed(&mut hold, t0 + ms(4001), 0, &[(1, 110)], 1);
+        assert_eq!(hold.target(t0 + ms(4001)), ms(100));
         hold.forget(PathId(1));
-        assert_eq!(hold.target(t0 + ms(2001)), BOUNDS.min);
+        assert_eq!(hold.target(t0 + ms(4001)), BOUNDS.min);
     }
 
     #[test]

@@ -102,7 +102,14 @@ impl Validator<'_> {
             KNOWN_SCHEDULERS,
             DEFAULT_SCHEDULER,
         )?;
-        Ok(SchedulerConfig { name })
+        let duplicate_latency_critical = raw
+            .as_ref()
+            .and_then(|r| r.get_ref().duplicate_latency_critical.as_ref())
+            .map_or(DEFAULT_DUPLICATE_LATENCY_CRITICAL, |value| *value.get_ref());
+        Ok(SchedulerConfig {
+            name,
+            duplicate_latency_critical,
+        })
     }
 
     /// An optional name that must be one of `known`, or `default`.
@@ -168,12 +175,35 @@ impl Validator<'_> {
     pub(super) fn reorder(&self, raw: &Option<Sp<RawReorder>>) -> Result<ReorderConfig> {
         let empty = RawReorder::default();
         let reorder = raw.as_ref().map_or(&empty, |r| r.get_ref());
-        let hold = self.millis(
-            reorder.hold_ms.as_ref(),
-            "reorder.hold_ms",
+        let max_hold = self.millis(
+            reorder.max_hold_ms.as_ref(),
+            "reorder.max_hold_ms",
             1..=5_000,
-            DEFAULT_REORDER_HOLD,
+            DEFAULT_REORDER_MAX_HOLD,
         )?;
+        let min_hold = self.millis(
+            reorder.min_hold_ms.as_ref(),
+            "reorder.min_hold_ms",
+            0..=5_000,
+            DEFAULT_REORDER_MIN_HOLD.min(max_hold),
+        )?;
+        if let Some(value) = reorder.min_hold_ms.as_ref().filter(|_| min_hold > max_hold) {
+            return Err(self
+                .error(
+                    value.span(),
+                    "reorder.min_hold_ms",
+                    format!(
+                        "min_hold_ms ({} ms) is above max_hold_ms ({} ms)",
+                        min_hold.as_millis(),
+                        max_hold.as_millis()
+                    ),
+                )
+                .with_hint("lower min_hold_ms or raise max_hold_ms"));
+        }
+        let adaptive = reorder
+            .adaptive
+            .as_ref()
+            .is_none_or(|value| *value.get_ref());
         let capacity = self.integer(
             reorder.capacity_packets.as_ref(),
             "reorder.capacity_packets",
@@ -182,7 +212,9 @@ impl Validator<'_> {
             i64::try_from(DEFAULT_REORDER_CAPACITY_PACKETS).unwrap_or(i64::MAX),
         )?;
         Ok(ReorderConfig {
-            hold,
+            adaptive,
+            min_hold,
+            max_hold,
             capacity_packets: usize::try_from(capacity).unwrap_or(DEFAULT_REORDER_CAPACITY_PACKETS),
         })
     }
