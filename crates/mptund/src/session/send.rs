@@ -187,6 +187,7 @@ impl Session {
         let info = PacketInfo {
             len: packet.len(),
             class: PacketClass::Bulk,
+            queued_bytes: 0,
         };
         match self.scheduler.pick(now, &info, &self.views) {
             Pick::One(id) => match self.path_index(id) {
