@@ -6,25 +6,58 @@
 //! simulated clock (a 500 ms outage takes microseconds to test).
 //!
 //! - [`Scheduler`] decides, per packet, which path(s) carry it; one file per
-//!   algorithm ([`RoundRobin`] is the baseline), dispatched through
-//!   [`AnyScheduler`] so the hot path has no `Box<dyn>`.
+//!   algorithm ([`EarliestArrival`] is mptund's own, [`Blest`], [`Ecf`],
+//!   [`MinRtt`], [`Redundant`] the published ones, [`RoundRobin`] and
+//!   [`WeightedRoundRobin`] the baselines), dispatched through
+//!   [`AnyScheduler`] so the hot path has no `Box<dyn>`; built by name with
+//!   [`build_scheduler`] and [`SchedulerParams`].
+//! - [`predicted_arrival`] and [`latency_critical_paths`] predict when a
+//!   packet sent now on a path reaches the receiver (the EDPF model), shared
+//!   by the schedulers and the daemon; [`Eligibility`] is the one rule of
+//!   which paths may carry data.
 //! - [`ReorderBuffer`] puts packets that arrived over paths of different delay
 //!   back into session sequence order ([`SeqNo`]) before they reach the TUN.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod blest;
+mod earliest_arrival;
+mod ecf;
+mod eligible;
+mod min_rtt;
 mod path;
+mod predict;
+mod redundant;
 mod reorder;
 mod round_robin;
 mod scheduler;
 mod seq;
+#[cfg(test)]
+mod test_support;
+mod weighted_round_robin;
 
+pub use blest::{
+    Blest, BLEST_DEFAULT_LAMBDA, BLEST_DEFAULT_REORDER_WINDOW_BYTES, BLEST_LAMBDA_MAX_FACTOR,
+    BLEST_LAMBDA_STEP_DOWN, BLEST_LAMBDA_STEP_UP,
+};
+pub use earliest_arrival::{EarliestArrival, EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN};
+pub use ecf::{Ecf, ECF_DEFAULT_HYSTERESIS};
+pub use eligible::{eligible_paths, Eligibility};
+pub use min_rtt::MinRtt;
 pub use path::{PacketClass, PacketInfo, PathId, PathSet, PathSetIter, PathState, PathView, Pick};
+pub use predict::{
+    latency_critical_paths, one_way_delay_estimate, predicted_arrival, rate_estimate_bytes_per_sec,
+    LATENCY_CRITICAL_COPIES,
+};
+pub use redundant::Redundant;
 pub use reorder::{
     AdaptiveHold, HoldBounds, HoldHistogram, RejectReason, Rejected, ReorderBuffer, ReorderConfig,
     ReorderStats, HOLD_BUCKET_BOUNDS, MAX_REORDER_CAPACITY,
 };
 pub use round_robin::RoundRobin;
-pub use scheduler::{build_scheduler, AnyScheduler, BuildError, Scheduler, SCHEDULER_NAMES};
+pub use scheduler::{
+    build_scheduler, AnyScheduler, BuildError, Scheduler, SchedulerParams, SCHEDULER_NAMES,
+};
 pub use seq::SeqNo;
+pub use weighted_round_robin::WeightedRoundRobin;

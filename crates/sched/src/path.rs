@@ -147,6 +147,9 @@ pub struct PathView {
     pub bytes_in_flight: u64,
     /// Estimated delivery rate in bits per second.
     pub delivery_rate_bps: Option<u64>,
+    /// The path congestion controller's pacing rate in bits per second; `None`
+    /// when unknown (no controller yet, or one that does not pace).
+    pub pacing_rate_bps: Option<u64>,
     /// Estimated loss rate, 0.0..=1.0.
     pub loss_rate: Option<f32>,
     /// Whether the path's pacer lets a packet go now.
@@ -166,6 +169,7 @@ impl PathView {
             cwnd_bytes: None,
             bytes_in_flight: 0,
             delivery_rate_bps: None,
+            pacing_rate_bps: None,
             loss_rate: None,
             pacing_ready: true,
         }
@@ -205,6 +209,9 @@ pub struct PacketInfo {
     pub len: usize,
     /// Classification of the inner packet.
     pub class: PacketClass,
+    /// Bytes waiting in the sender's queue behind this packet; 0 when unknown.
+    /// ECF (`ecf.rs`) weighs waiting for a fast path against this backlog.
+    pub queued_bytes: u64,
 }
 
 /// A scheduler's decision for one packet.

@@ -20,7 +20,8 @@
 
 use std::time::Instant;
 
-use crate::path::{PacketInfo, PathId, PathState, PathView, Pick};
+use crate::eligible::Eligibility;
+use crate::path::{PacketInfo, PathId, PathView, Pick};
 use crate::scheduler::Scheduler;
 
 /// Rotates over the usable paths, one packet each.
@@ -46,18 +47,14 @@ impl Scheduler for RoundRobin {
     }
 
     fn pick(&mut self, _now: Instant, packet: &PacketInfo, paths: &[PathView]) -> Pick {
-        let any_regular_up = paths
-            .iter()
-            .any(|path| path.state == PathState::Up && !path.backup);
-        let use_backups = !any_regular_up;
+        let rule = Eligibility::of(paths);
 
         // Among usable paths with room: the lowest id above the last pick
         // (continue the cycle) and the lowest id overall (wrap around).
         let mut next_after_last: Option<PathId> = None;
         let mut lowest: Option<PathId> = None;
         for path in paths {
-            let usable = path.state == PathState::Up && path.backup == use_backups;
-            if !usable || !path.can_send(packet.len) {
+            if !rule.allows(path) || !path.can_send(packet.len) {
                 continue;
             }
             lowest = Some(lowest.map_or(path.id, |id| id.min(path.id)));
@@ -79,11 +76,12 @@ impl Scheduler for RoundRobin {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path::PacketClass;
+    use crate::path::{PacketClass, PathState};
 
     const PACKET: PacketInfo = PacketInfo {
         len: 1400,
         class: PacketClass::Bulk,
+        queued_bytes: 0,
     };
 
     fn up(id: u8) -> PathView {

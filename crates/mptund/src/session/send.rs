@@ -41,6 +41,8 @@ pub struct SendQueueConfig {
 
 pub(super) struct SendQueue {
     packets: VecDeque<(Instant, Packet)>,
+    /// Inner bytes waiting, for schedulers that weigh the backlog (ECF).
+    bytes: u64,
     config: SendQueueConfig,
 }
 
@@ -48,6 +50,7 @@ impl SendQueue {
     pub fn new(config: SendQueueConfig) -> Self {
         Self {
             packets: VecDeque::with_capacity(config.capacity_packets),
+            bytes: 0,
             config,
         }
     }
@@ -56,6 +59,23 @@ impl SendQueue {
         for (_, packet) in self.packets.drain(..) {
             pool.recycle(packet);
         }
+        self.bytes = 0;
+    }
+
+    fn push_back(&mut self, queued_at: Instant, packet: Packet) {
+        self.bytes += packet.len() as u64;
+        self.packets.push_back((queued_at, packet));
+    }
+
+    fn push_front(&mut self, queued_at: Instant, packet: Packet) {
+        self.bytes += packet.len() as u64;
+        self.packets.push_front((queued_at, packet));
+    }
+
+    fn pop_front(&mut self) -> Option<(Instant, Packet)> {
+        let (queued_at, packet) = self.packets.pop_front()?;
+        self.bytes -= packet.len() as u64;
+        Some((queued_at, packet))
     }
 
     pub fn len(&self) -> usize {
@@ -108,7 +128,7 @@ impl Session {
             );
         }
         self.counters.queued += 1;
-        self.send_queue.packets.push_back((now, packet));
+        self.send_queue.push_back(now, packet);
     }
 
     /// Sends queued packets while paths have room; drops those that waited too long.
@@ -121,7 +141,7 @@ impl Session {
     ) {
         while let Some((queued_at, _)) = self.send_queue.packets.front() {
             if now.saturating_duration_since(*queued_at) >= self.send_queue.config.max_sojourn {
-                if let Some((_, packet)) = self.send_queue.packets.pop_front() {
+                if let Some((_, packet)) = self.send_queue.pop_front() {
                     pool.recycle(packet);
                 }
                 drops.record(
@@ -131,14 +151,14 @@ impl Session {
                 );
                 continue;
             }
-            let Some((queued_at, packet)) = self.send_queue.packets.pop_front() else {
+            let Some((queued_at, packet)) = self.send_queue.pop_front() else {
                 break;
             };
             let seq = self.next_seq;
             match self.place(now, packet, seq, None, pool, out) {
                 Placement::Sent => self.next_seq = seq.next(),
                 Placement::Held(packet) => {
-                    self.send_queue.packets.push_front((queued_at, packet));
+                    self.send_queue.push_front(queued_at, packet);
                     break;
                 }
             }
@@ -192,6 +212,7 @@ impl Session {
         let info = PacketInfo {
             len: packet.len(),
             class: classify(packet.bytes()),
+            queued_bytes: self.send_queue.bytes,
         };
         match self.scheduler.pick(now, &info, &self.views) {
             Pick::One(id) => match self.path_index(id) {

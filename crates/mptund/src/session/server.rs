@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use mptund_sched::{build_scheduler, PathId};
+use mptund_sched::{build_scheduler, PathId, SchedulerParams};
 
 use super::receive::ReceiveContext;
 use super::{
@@ -155,7 +155,7 @@ impl ServerCore {
                 &format_args!("replayed handshake for peer {}", peer.settings.name),
             );
         }
-        let scheduler = match build_scheduler(&self.session_settings.scheduler) {
+        let scheduler = match build_scheduler(&self.session_settings.scheduler, &SchedulerParams::default()) {
             Ok(scheduler) => scheduler,
             Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
         };

@@ -1,0 +1,226 @@
+//! Earliest arrival: each packet on the path that delivers it first.
+//!
+//! mptund's own scheduler, built on the EDPF model (Chebrolu & Rao,
+//! "Bandwidth aggregation for real-time applications in heterogeneous
+//! wireless networks", IEEE TMC 2006, §4: send each packet on the path with
+//! the earliest predicted delivery) with ECF's insight (Lim et al., CoNEXT
+//! 2017, §3: do not bypass a fast path just because it is momentarily full)
+//! expressed in arrival times rather than completion times.
+//!
+//! For every eligible path (`eligible.rs`) that can send now, predict when
+//! the packet would arrive ([`crate::predicted_arrival`]: one-way delay plus
+//! the bottleneck queue ahead of it plus its own serialization) and send on
+//! the earliest; equal predictions go to the path with fewer bytes in flight,
+//! then the lowest id. Because the queue term grows with what a path already
+//! carries, a fast path is loaded until its queue makes it as late as the
+//! next path, then both share, and so on: packets sent in order arrive in
+//! order, which is what the inner TCP and the reorder buffer want (the
+//! high-speed-train study, `seeds/003_*` §6.1, shows delay asymmetry, i.e.
+//! reordering, is what costs round-robin its throughput).
+//!
+//! If an eligible path that cannot send now (window full or pacer holding)
+//! would still deliver the packet earlier than every path that can, by more
+//! than [`crate::SchedulerParams::earliest_arrival_wait_margin`], the
+//! scheduler returns [`Pick::Hold`]: the packet waits for the fast path
+//! instead of overtaking its successors on a slow one. The prediction for a
+//! full path counts all of its in-flight bytes above the bandwidth-delay
+//! product as queued ahead, which also approximates the wait for its window.
+//!
+//! Missing measurements: a path without any delay measurement has no
+//! prediction. Such paths get data only when no measured path can send and
+//! the hold rule does not apply; then (and in a fresh session, where nothing
+//! is measured) the least loaded path goes first, which spreads the first
+//! packets like round-robin and gets every path its first samples. A path
+//! with a delay but no rate estimate is predicted at its bare delay.
+
+use std::time::{Duration, Instant};
+
+use crate::eligible::{least_loaded, Eligibility};
+use crate::path::{PacketInfo, PathId, PathView, Pick};
+use crate::predict::predicted_arrival;
+use crate::scheduler::Scheduler;
+
+/// Default margin a full path must win by before the packet waits for it:
+/// 1 ms, one LTE/NR scheduling interval (TTI, 3GPP TS 36.211 §4.1 / TS
+/// 38.211 §4.3.2 at 15 kHz), below which cellular delay predictions are
+/// noise; and waiting itself costs the daemon a wake-up.
+pub const EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN: Duration = Duration::from_millis(1);
+
+/// Sends each packet where it is predicted to arrive first.
+#[derive(Clone, Debug)]
+pub struct EarliestArrival {
+    /// How much earlier a full path must deliver before the packet waits for it.
+    wait_margin: Duration,
+}
+
+impl Default for EarliestArrival {
+    fn default() -> Self {
+        EarliestArrival::new(EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN)
+    }
+}
+
+impl EarliestArrival {
+    /// Configuration name of this scheduler.
+    pub const NAME: &'static str = "earliest-arrival";
+
+    /// A scheduler that waits for a full path when it wins by more than `wait_margin`.
+    pub fn new(wait_margin: Duration) -> Self {
+        EarliestArrival { wait_margin }
+    }
+}
+
+impl Scheduler for EarliestArrival {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn pick(&mut self, _now: Instant, packet: &PacketInfo, paths: &[PathView]) -> Pick {
+        let rule = Eligibility::of(paths);
+        // Best path that can send: (arrival, in flight, id).
+        let mut best_ready: Option<(Duration, u64, PathId)> = None;
+        // Earliest arrival among paths that cannot send now.
+        let mut best_blocked: Option<Duration> = None;
+        for path in paths.iter().filter(|path| rule.allows(path)) {
+            let Some(arrival) = predicted_arrival(path, packet.len) else {
+                continue;
+            };
+            if path.can_send(packet.len) {
+                let key = (arrival, path.bytes_in_flight, path.id);
+                if best_ready.is_none_or(|best| key < best) {
+                    best_ready = Some(key);
+                }
+            } else if best_blocked.is_none_or(|best| arrival < best) {
+                best_blocked = Some(arrival);
+            }
+        }
+        match (best_ready, best_blocked) {
+            (Some((ready, _, _)), Some(blocked))
+                if blocked.saturating_add(self.wait_margin) < ready =>
+            {
+                Pick::Hold
+            }
+            (Some((_, _, id)), _) => Pick::One(id),
+            (None, _) => least_loaded(paths, rule, packet.len, |path| {
+                predicted_arrival(path, packet.len).is_none()
+            })
+            .map_or(Pick::Hold, Pick::One),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::PathState;
+    use crate::test_support::*;
+
+    #[test]
+    fn table() {
+        // measured(id, one-way ms, Mbit/s): 10 Mbit/s = 1.25 MB/s, so
+        // 1400 bytes take 1.12 ms; a 20 ms RTT holds a 25 kB BDP.
+        run_table(
+            EarliestArrival::default,
+            vec![
+                Case {
+                    name: "lowest delay wins while its queue is short",
+                    paths: vec![measured(0, 40, 10), measured(1, 10, 10)],
+                    expected: one(&[1, 1]),
+                },
+                Case {
+                    // Path 1: 10 ms + (60,000 − 25,000 + 1,400)/1.25 MB/s ≈ 39 ms < 41 ms.
+                    name: "queued fast path still earlier",
+                    paths: vec![measured(0, 40, 10), in_flight(measured(1, 10, 10), 60_000)],
+                    expected: one(&[1]),
+                },
+                Case {
+                    // Path 1: 10 ms + 40 ms of queue > 41 ms on the idle slow path.
+                    name: "queue makes the fast path later: slow path",
+                    paths: vec![measured(0, 40, 10), in_flight(measured(1, 10, 10), 75_000)],
+                    expected: one(&[0]),
+                },
+                Case {
+                    // Full fast path (140 kB in flight): 10 + 92 ms > 41 ms: no wait.
+                    name: "full fast path that would be later: slow path",
+                    paths: vec![measured(0, 40, 10), full(measured(1, 10, 10))],
+                    expected: one(&[0]),
+                },
+                Case {
+                    name: "full fast path that would still be earlier: wait for it",
+                    paths: vec![measured(0, 40, 10), {
+                        let mut fast = measured(1, 10, 10);
+                        fast.cwnd_bytes = Some(30_000);
+                        full(fast)
+                    }],
+                    expected: vec![Pick::Hold, Pick::Hold],
+                },
+                Case {
+                    name: "paced fast path that would be earlier: wait for it",
+                    paths: vec![measured(0, 40, 10), paced(measured(1, 10, 10))],
+                    expected: vec![Pick::Hold],
+                },
+                Case {
+                    name: "within the margin: do not wait",
+                    paths: vec![measured(0, 10, 10), {
+                        let mut fast = paced(measured(1, 10, 10));
+                        fast.one_way_delay = Some(Duration::from_micros(9_500));
+                        fast
+                    }],
+                    expected: one(&[0]),
+                },
+                Case {
+                    name: "all full or paced holds",
+                    paths: vec![full(measured(0, 40, 10)), paced(measured(1, 10, 10))],
+                    expected: vec![Pick::Hold],
+                },
+                Case {
+                    name: "fastest down: next",
+                    paths: vec![measured(0, 40, 10), {
+                        let mut view = measured(1, 10, 10);
+                        view.state = PathState::Down;
+                        view
+                    }],
+                    expected: one(&[0]),
+                },
+                Case {
+                    name: "backups idle while a regular path is up",
+                    paths: vec![backup(measured(0, 1, 100)), measured(1, 40, 10)],
+                    expected: one(&[1]),
+                },
+                Case {
+                    name: "backup only",
+                    paths: vec![backup(measured(0, 5, 10)), down(1)],
+                    expected: one(&[0]),
+                },
+                Case {
+                    name: "equal predictions: fewer bytes in flight, then lowest id",
+                    paths: vec![
+                        in_flight(measured(0, 20, 10), 10_000),
+                        in_flight(measured(1, 20, 10), 5_000),
+                        in_flight(measured(2, 20, 10), 5_000),
+                    ],
+                    expected: one(&[1]),
+                },
+                Case {
+                    name: "no measurements: least loaded",
+                    paths: vec![in_flight(up(0), 2800), in_flight(up(1), 1400), up(2)],
+                    expected: one(&[2]),
+                },
+                Case {
+                    name: "unmeasured path only when no measured path can send",
+                    paths: vec![up(0), measured(1, 40, 10)],
+                    expected: one(&[1]),
+                },
+                Case {
+                    name: "unmeasured path used when the measured one is full",
+                    paths: vec![up(0), full(measured(1, 40, 10))],
+                    expected: one(&[0]),
+                },
+                Case {
+                    name: "no paths holds",
+                    paths: vec![],
+                    expected: vec![Pick::Hold],
+                },
+            ],
+        );
+    }
+}

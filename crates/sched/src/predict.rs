@@ -1,0 +1,301 @@
+//! Predicting when a packet sent now on a path reaches the receiver.
+//!
+//! The model is the one of EDPF, "Earliest Delivery Path First" (Chebrolu &
+//! Rao, "Bandwidth aggregation for real-time applications in heterogeneous
+//! wireless networks", IEEE Transactions on Mobile Computing 5(4), 2006, §4):
+//! each path is a FIFO bottleneck of rate `r` behind a fixed one-way delay
+//! `d`, and a packet handed to the path now arrives after
+//!
+//! ```text
+//! arrival = d + (bytes queued ahead of it at the bottleneck + its own length) / r
+//! ```
+//!
+//! Schedulers of the same family ("earliest arrival", DEMS, ECF's completion
+//! times) differ in how they choose among these predictions, not in the model.
+//!
+//! mptund cannot see the bottleneck queue, so it is estimated from what the
+//! sender knows: of the bytes in flight, one bandwidth-delay product
+//! (`r × min_rtt`) is in propagation or on the acknowledgement path; the rest
+//! must still be waiting at the bottleneck. This is the same split BBR makes
+//! (in-flight above the BDP is queue). When the queue term cannot be
+//! estimated (no rate) it is left out, so the prediction is the bare delay.
+//!
+//! Everything here is pure arithmetic on [`PathView`]: no state, no
+//! allocation, safe to call per packet.
+
+use std::time::Duration;
+
+use crate::eligible::Eligibility;
+use crate::path::{PathId, PathSet, PathView};
+
+/// Most paths [`latency_critical_paths`] returns: two copies survive the loss
+/// or the sudden stall of one path, and a third buys little more for tiny
+/// control packets (the reasoning of redundant schedulers, `seeds/001_*`
+/// §2.1.3, applied only where duplication is cheap).
+pub const LATENCY_CRITICAL_COPIES: usize = 2;
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+/// The rate at which the path can carry data, in bytes per second.
+///
+/// Prefers the measured delivery rate, then the congestion controller's
+/// pacing rate, then `cwnd / srtt` (the rate a window-limited sender
+/// reaches). `None` when none of them is known. A zero estimate counts as
+/// unknown: it cannot drain anything and would predict an infinite wait.
+pub fn rate_estimate_bytes_per_sec(view: &PathView) -> Option<u64> {
+    if let Some(bps) = view.delivery_rate_bps.filter(|&bps| bps >= 8) {
+        return Some(bps / 8);
+    }
+    if let Some(bps) = view.pacing_rate_bps.filter(|&bps| bps >= 8) {
+        return Some(bps / 8);
+    }
+    let cwnd = view.cwnd_bytes?;
+    let srtt_nanos = view.srtt?.as_nanos();
+    if srtt_nanos == 0 {
+        return None;
+    }
+    let rate = u128::from(cwnd) * NANOS_PER_SEC / srtt_nanos;
+    u64::try_from(rate).ok().filter(|&rate| rate > 0)
+}
+
+/// The one-way delay towards the peer: measured, else half the smoothed RTT,
+/// else half the minimum RTT. `None` when the path has no delay measurement.
+pub fn one_way_delay_estimate(view: &PathView) -> Option<Duration> {
+    view.one_way_delay
+        .or(view.srtt.map(|srtt| srtt / 2))
+        .or(view.min_rtt.map(|rtt| rtt / 2))
+}
+
+/// Time from now until a packet of `packet_len` bytes, sent on `view`'s path
+/// now, would arrive at the receiver (see the module docs for the model).
+///
+/// The bandwidth-delay product uses `min_rtt`, or `srtt` when no minimum is
+/// known; with neither (only a one-way delay), every byte in flight is taken
+/// to be queued, which errs towards a later arrival. Returns `None` when the
+/// path has no delay measurement at all.
+pub fn predicted_arrival(view: &PathView, packet_len: usize) -> Option<Duration> {
+    let one_way = one_way_delay_estimate(view)?;
+    let Some(rate) = rate_estimate_bytes_per_sec(view) else {
+        return Some(one_way);
+    };
+    let bdp_bytes = view
+        .min_rtt
+        .or(view.srtt)
+        .map_or(0, |rtt| bytes_in(rate, rtt));
+    let queued_ahead = view.bytes_in_flight.saturating_sub(bdp_bytes);
+    let to_drain = queued_ahead.saturating_add(packet_len as u64);
+    Some(one_way.saturating_add(transmit_time(to_drain, rate)))
+}
+
+/// Up to [`LATENCY_CRITICAL_COPIES`] eligible paths (Up, not backup unless no
+/// regular path is Up) that would deliver a packet of `packet_len` bytes
+/// earliest, for duplicating latency-critical inner packets (pure TCP ACKs,
+/// SYN/FIN/RST, DNS).
+///
+/// Congestion window and pacer are ignored on purpose: these packets are tiny
+/// and rare, and holding a TCP ACK behind a full window would stall the very
+/// flow the window protects. Paths without a delay measurement rank after
+/// measured ones; ties go to the lowest id.
+pub fn latency_critical_paths(paths: &[PathView], packet_len: usize) -> PathSet {
+    let rule = Eligibility::of(paths);
+    // (unmeasured, predicted arrival, id): smaller is better.
+    type Key = (bool, Duration, PathId);
+    let mut best: [Option<Key>; LATENCY_CRITICAL_COPIES] = [None; LATENCY_CRITICAL_COPIES];
+    for path in paths.iter().filter(|path| rule.allows(path)) {
+        let arrival = predicted_arrival(path, packet_len);
+        let mut key: Key = (
+            arrival.is_none(),
+            arrival.unwrap_or(Duration::ZERO),
+            path.id,
+        );
+        // Insertion into a sorted array of two.
+        for slot in &mut best {
+            match slot {
+                None => {
+                    *slot = Some(key);
+                    break;
+                }
+                Some(held) if key < *held => std::mem::swap(held, &mut key),
+                Some(_) => {}
+            }
+        }
+    }
+    best.iter().flatten().map(|&(_, _, id)| id).collect()
+}
+
+/// The path's window in bytes: its congestion window, else what its rate
+/// estimate carries in one smoothed RTT. For schedulers that reason in
+/// windows (ECF, BLEST) about paths limited by a pacer rather than a window.
+pub(crate) fn window_estimate_bytes(view: &PathView) -> Option<u64> {
+    view.cwnd_bytes.or_else(|| {
+        let rtt = view.srtt.or(view.min_rtt)?;
+        Some(bytes_in(rate_estimate_bytes_per_sec(view)?, rtt))
+    })
+}
+
+/// Bytes a path of `rate` bytes/s carries in `duration`.
+pub(crate) fn bytes_in(rate_bytes_per_sec: u64, duration: Duration) -> u64 {
+    let bytes = u128::from(rate_bytes_per_sec) * duration.as_nanos() / NANOS_PER_SEC;
+    u64::try_from(bytes).unwrap_or(u64::MAX)
+}
+
+/// Time a path of `rate` bytes/s (> 0) needs to carry `bytes`.
+pub(crate) fn transmit_time(bytes: u64, rate_bytes_per_sec: u64) -> Duration {
+    let nanos = u128::from(bytes) * NANOS_PER_SEC / u128::from(rate_bytes_per_sec.max(1));
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::PathState;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn measured(id: u8, one_way_ms: u64, rate_mbit: u64) -> PathView {
+        let mut view = PathView::new(PathId(id), PathState::Up);
+        view.one_way_delay = Some(MS * one_way_ms as u32);
+        view.min_rtt = Some(MS * 2 * one_way_ms as u32);
+        view.srtt = Some(MS * 2 * one_way_ms as u32);
+        view.delivery_rate_bps = Some(rate_mbit * 1_000_000);
+        view
+    }
+
+    #[test]
+    fn rate_prefers_delivery_then_pacing_then_window() {
+        let mut view = PathView::new(PathId(0), PathState::Up);
+        assert_eq!(rate_estimate_bytes_per_sec(&view), None);
+        view.cwnd_bytes = Some(100_000);
+        assert_eq!(
+            rate_estimate_bytes_per_sec(&view),
+            None,
+            "cwnd without srtt"
+        );
+        view.srtt = Some(100 * MS);
+        assert_eq!(rate_estimate_bytes_per_sec(&view), Some(1_000_000));
+        view.pacing_rate_bps = Some(16_000_000);
+        assert_eq!(rate_estimate_bytes_per_sec(&view), Some(2_000_000));
+        view.delivery_rate_bps = Some(0);
+        assert_eq!(
+            rate_estimate_bytes_per_sec(&view),
+            Some(2_000_000),
+            "zero delivery rate is unknown"
+        );
+        view.delivery_rate_bps = Some(8_000_000);
+        assert_eq!(rate_estimate_bytes_per_sec(&view), Some(1_000_000));
+        view.srtt = Some(Duration::ZERO);
+        view.delivery_rate_bps = None;
+        view.pacing_rate_bps = None;
+        assert_eq!(rate_estimate_bytes_per_sec(&view), None, "zero srtt");
+    }
+
+    #[test]
+    fn delay_falls_back_to_half_rtts() {
+        let mut view = PathView::new(PathId(0), PathState::Up);
+        assert_eq!(one_way_delay_estimate(&view), None);
+        assert_eq!(predicted_arrival(&view, 1400), None);
+        view.min_rtt = Some(30 * MS);
+        assert_eq!(one_way_delay_estimate(&view), Some(15 * MS));
+        view.srtt = Some(40 * MS);
+        assert_eq!(one_way_delay_estimate(&view), Some(20 * MS));
+        view.one_way_delay = Some(12 * MS);
+        assert_eq!(one_way_delay_estimate(&view), Some(12 * MS));
+        assert_eq!(
+            predicted_arrival(&view, 1400),
+            Some(12 * MS),
+            "no rate: bare delay"
+        );
+    }
+
+    #[test]
+    fn arrival_adds_queue_above_the_bdp_and_serialization() {
+        // 8 Mbit/s = 1 MB/s, min RTT 20 ms: BDP 20,000 bytes.
+        let mut view = measured(0, 10, 8);
+        assert_eq!(predicted_arrival(&view, 1000), Some(11 * MS), "empty path");
+        view.bytes_in_flight = 20_000;
+        assert_eq!(
+            predicted_arrival(&view, 1000),
+            Some(11 * MS),
+            "only the BDP in flight"
+        );
+        view.bytes_in_flight = 70_000;
+        assert_eq!(
+            predicted_arrival(&view, 1000),
+            Some(61 * MS),
+            "50 kB queued"
+        );
+        view.min_rtt = None;
+        view.srtt = Some(40 * MS);
+        assert_eq!(
+            predicted_arrival(&view, 1000),
+            Some(41 * MS),
+            "BDP from srtt"
+        );
+        view.srtt = None;
+        assert_eq!(
+            predicted_arrival(&view, 1000),
+            Some(81 * MS),
+            "no RTT: all queued"
+        );
+    }
+
+    #[test]
+    fn latency_critical_picks_two_earliest_ignoring_window() {
+        let mut fast_but_full = measured(3, 5, 10);
+        fast_but_full.cwnd_bytes = Some(1000);
+        fast_but_full.bytes_in_flight = 1000;
+        fast_but_full.pacing_ready = false;
+        let paths = [
+            measured(0, 40, 10),
+            measured(1, 20, 10),
+            PathView::new(PathId(2), PathState::Up),
+            fast_but_full,
+            measured(4, 20, 10),
+        ];
+        let set = latency_critical_paths(&paths, 60);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [PathId(1), PathId(3)]);
+
+        // Equal arrivals: lowest ids. Unmeasured rank last, but fill in.
+        let paths = [
+            measured(4, 20, 10),
+            measured(1, 20, 10),
+            measured(2, 20, 10),
+        ];
+        assert_eq!(
+            latency_critical_paths(&paths, 60)
+                .iter()
+                .collect::<Vec<_>>(),
+            [PathId(1), PathId(2)]
+        );
+        let paths = [PathView::new(PathId(0), PathState::Up), measured(5, 90, 1)];
+        assert_eq!(
+            latency_critical_paths(&paths, 60)
+                .iter()
+                .collect::<Vec<_>>(),
+            [PathId(0), PathId(5)]
+        );
+    }
+
+    #[test]
+    fn latency_critical_respects_backup_and_state() {
+        let mut backup = measured(0, 1, 10);
+        backup.backup = true;
+        let mut down = measured(1, 1, 10);
+        down.state = PathState::Down;
+        let paths = [backup, down, measured(2, 50, 10)];
+        assert_eq!(
+            latency_critical_paths(&paths, 60)
+                .iter()
+                .collect::<Vec<_>>(),
+            [PathId(2)]
+        );
+        let paths = [backup, down];
+        assert_eq!(
+            latency_critical_paths(&paths, 60)
+                .iter()
+                .collect::<Vec<_>>(),
+            [PathId(0)]
+        );
+        assert!(latency_critical_paths(&[], 60).is_empty());
+    }
+}
