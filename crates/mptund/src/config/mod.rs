@@ -63,7 +63,7 @@ pub const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(5);
 pub const DEFAULT_BACKUP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(25);
 
 /// Scheduler used when `[scheduler]` is absent.
-pub const DEFAULT_SCHEDULER: &str = "round-robin";
+pub const DEFAULT_SCHEDULER: &str = "earliest-arrival";
 
 /// Default `scheduler.duplicate_latency_critical`: off until the benchmark in
 /// `benches/schedulers/` shows the copies pay for their bytes.
@@ -98,7 +98,7 @@ pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(10);
 pub const MAX_PATHS: usize = 64;
 
 /// A validated configuration file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Config {
     /// `mode = "client"`.
     Client(ClientConfig),
@@ -125,7 +125,7 @@ impl Config {
 }
 
 /// The result of [`load`]: the configuration and things worth a log line.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Loaded {
     /// The validated configuration.
     pub config: Config,
@@ -170,13 +170,16 @@ pub struct PathConfig {
 }
 
 /// The `[scheduler]` table.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SchedulerConfig {
     /// One of [`KNOWN_SCHEDULERS`].
     pub name: String,
     /// Send latency-critical inner packets (pure TCP ACKs, SYN/FIN/RST, DNS) on the
     /// two fastest paths.
     pub duplicate_latency_critical: bool,
+    /// Tuning of the schedulers that have any. `blest_reorder_window_bytes` is not
+    /// configured: the daemon derives it from the reorder buffer's capacity.
+    pub params: mptund_sched::SchedulerParams,
 }
 
 /// The `[reorder]` table: the receiver's reorder buffer.
@@ -235,7 +238,7 @@ pub struct LogConfig {
 }
 
 /// A configuration with `mode = "client"`.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 pub struct ClientConfig {
     /// The configuration file.
     pub source: PathBuf,
@@ -274,7 +277,7 @@ pub struct PeerConfig {
 }
 
 /// A configuration with `mode = "server"`.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 pub struct ServerConfig {
     /// The configuration file.
     pub source: PathBuf,

@@ -188,7 +188,7 @@ fn client_example_parses() {
             },
         ]
     );
-    assert_eq!(config.scheduler.name, "round-robin");
+    assert_eq!(config.scheduler.name, "earliest-arrival");
     assert_eq!(
         config.reorder,
         ReorderConfig {
@@ -501,6 +501,9 @@ fn broken_configs() -> Vec<Broken> {
         c("max_hold_ms out of range", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 0\n"), Some(13), "reorder.max_hold_ms", "0 ms is out of range", "from 1 to 5000 ms"),
         c("min_hold_ms above max_hold_ms", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 50\nmin_hold_ms = 60\n"), Some(14), "reorder.min_hold_ms", "above max_hold_ms (50 ms)", "lower min_hold_ms"),
         c("adaptive not a boolean", format!("{MINIMAL_CLIENT}[reorder]\nadaptive = \"yes\"\n"), Some(13), "reorder.adaptive", "expected a boolean", "true` or `false"),
+        c("ecf_hysteresis out of range", format!("{MINIMAL_CLIENT}[scheduler]\necf_hysteresis = 1.5\n"), Some(13), "scheduler.ecf_hysteresis", "1.5 is out of range", "from 0 to 1"),
+        c("blest_lambda not a number", format!("{MINIMAL_CLIENT}[scheduler]\nblest_lambda = \"high\"\n"), Some(13), "scheduler.blest_lambda", "expected f64", ""),
+        c("wait margin out of range", format!("{MINIMAL_CLIENT}[scheduler]\nearliest_arrival_wait_margin_us = -1\n"), Some(13), "scheduler.earliest_arrival_wait_margin_us", "-1 µs is out of range", "from 0 to 1000000 µs"),
         c("duplication not a boolean", format!("{MINIMAL_CLIENT}[scheduler]\nduplicate_latency_critical = 1\n"), Some(13), "scheduler.duplicate_latency_critical", "expected a boolean", "true` or `false"),
         c("capacity out of range", format!("{MINIMAL_CLIENT}[reorder]\ncapacity_packets = 2000000\n"), Some(13), "reorder.capacity_packets", "out of range", "16 to 1048576"),
         c("path_timeout <= keepalive", format!("{MINIMAL_CLIENT}[timers]\nkeepalive_interval_ms = 2000\npath_timeout_ms = 2000\n"), Some(14), "timers.path_timeout_ms", "must be greater than keepalive_interval_ms (2000)", "e.g. 6000"),

@@ -14,7 +14,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use mptund_sched::{HoldBounds, ReorderConfig};
+use mptund_sched::{HoldBounds, ReorderConfig, SchedulerParams};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
@@ -104,6 +104,11 @@ fn session_settings(
 ) -> SessionSettings {
     SessionSettings {
         scheduler: scheduler.name.clone(),
+        scheduler_params: SchedulerParams {
+            // BLEST's receive window is what the peer's reorder buffer holds.
+            blest_reorder_window_bytes: (reorder.capacity_packets * usize::from(tun_mtu)) as u64,
+            ..scheduler.params.clone()
+        },
         duplicate_latency_critical: scheduler.duplicate_latency_critical,
         reorder: ReorderConfig {
             max_hold: reorder.max_hold,

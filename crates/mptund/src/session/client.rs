@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use mptund_sched::{build_scheduler, PathId, SchedulerParams};
+use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::ReceiveContext;
 use super::{
@@ -233,7 +233,10 @@ impl ClientCore {
                     .record(now, DropReason::HandshakeRejected, &error);
             }
         };
-        let scheduler = match build_scheduler(&self.settings.session.scheduler, &SchedulerParams::default()) {
+        let scheduler = match build_scheduler(
+            &self.settings.session.scheduler,
+            &self.settings.session.scheduler_params,
+        ) {
             Ok(scheduler) => scheduler,
             Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
         };

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 
 use mptund_probe::{Liveness, LostPacket, ProbeConfig};
 use mptund_sched::{
-    AdaptiveHold, AnyScheduler, HoldBounds, PathId, PathView, ReorderBuffer, ReorderConfig, SeqNo,
+    AdaptiveHold, AnyScheduler, HoldBounds, PathId, PathView, ReorderBuffer, ReorderConfig,
+    SchedulerParams, SeqNo,
 };
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings};
@@ -121,6 +122,7 @@ pub trait Engine {
 #[derive(Clone, Debug)]
 pub struct SessionSettings {
     pub scheduler: String,
+    pub scheduler_params: SchedulerParams,
     /// Latency-critical inner packets go on the two fastest paths.
     pub duplicate_latency_critical: bool,
     /// `reorder.max_hold` is the fixed hold unless this is set.

@@ -347,6 +347,11 @@ impl SessionPath {
             .delivery_rate()
             .map(|bytes| bytes.saturating_mul(8));
         view.loss_rate = Some(self.probe.loss_rate() as f32);
+        view.pacing_rate_bps = self
+            .probe
+            .controller()
+            .pacing_rate()
+            .map(|bytes| bytes.saturating_mul(8));
         // Only a path that could otherwise take the packet waits for its pacer; a pacer
         // time that is already here means ready (rounding must not make a timer spin).
         let sendable = view.state == PathState::Up && view.has_window_room(len);

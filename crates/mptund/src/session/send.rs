@@ -6,7 +6,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use mptund_sched::{PacketInfo, PathId, Pick, Scheduler, SeqNo};
+use mptund_sched::{
+    latency_critical_paths, PacketClass, PacketInfo, PathId, PathSet, Pick, Scheduler, SeqNo,
+};
 
 use super::classify::classify;
 use super::{KeepAs, Outgoing, Session};
@@ -214,7 +216,20 @@ impl Session {
             class: classify(packet.bytes()),
             queued_bytes: self.send_queue.bytes,
         };
-        match self.scheduler.pick(now, &info, &self.views) {
+        let duplicate = info.class == PacketClass::Control
+            && self.settings.duplicate_latency_critical
+            && exclude.is_none();
+        let fastest = if duplicate {
+            latency_critical_paths(&self.views, info.len)
+        } else {
+            PathSet::EMPTY
+        };
+        let pick = match fastest.iter().next() {
+            Some(only) if fastest.len() == 1 => Pick::One(only),
+            Some(_) => Pick::Many(fastest),
+            None => self.scheduler.pick(now, &info, &self.views),
+        };
+        match pick {
             Pick::One(id) => match self.path_index(id) {
                 Some(index) => {
                     let outgoing = self.seal_data(now, index, seq, packet);
@@ -228,6 +243,7 @@ impl Session {
                 // Every copy gets its own nonce and path packet number; the receiver
                 // delivers whichever arrives first and drops the others as duplicates.
                 let mut original = Some(packet);
+                let mut copies_sent = 0u64;
                 let last = set
                     .iter()
                     .filter(|id| self.path_index(*id).is_some())
@@ -252,8 +268,11 @@ impl Session {
                         let outgoing = self.seal_data(now, index, seq, copy);
                         self.scheduler.on_sent(now, id, outgoing.packet.len());
                         out.push(outgoing);
+                        copies_sent += 1;
                     }
                 }
+                // Every copy after the first is a duplicate.
+                self.counters.duplicated += copies_sent.saturating_sub(1);
                 match original {
                     Some(unsent) => Placement::Held(unsent),
                     None => Placement::Sent,

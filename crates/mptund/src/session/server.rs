@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use mptund_sched::{build_scheduler, PathId, SchedulerParams};
+use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::ReceiveContext;
 use super::{
@@ -155,7 +155,10 @@ impl ServerCore {
                 &format_args!("replayed handshake for peer {}", peer.settings.name),
             );
         }
-        let scheduler = match build_scheduler(&self.session_settings.scheduler, &SchedulerParams::default()) {
+        let scheduler = match build_scheduler(
+            &self.session_settings.scheduler,
+            &self.session_settings.scheduler_params,
+        ) {
             Ok(scheduler) => scheduler,
             Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
         };

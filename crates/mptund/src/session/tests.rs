@@ -30,6 +30,7 @@ fn client_addr(path: usize) -> SocketAddr {
 fn settings(hold: Duration) -> SessionSettings {
     SessionSettings {
         scheduler: "round-robin".into(),
+        scheduler_params: mptund_sched::SchedulerParams::default(),
         duplicate_latency_critical: false,
         reorder: ReorderConfig {
             max_hold: hold,
@@ -583,6 +584,42 @@ fn adaptive_hold_follows_the_delay_spread_of_the_paths() {
     // The client received only acknowledgements and keepalives: one path's worth
     // of data at most, so its hold stays at the spread it measured or the bounds.
     assert!(reorder.max_hold_seen_ms <= 52.0, "{reorder:?}");
+}
+
+#[test]
+fn latency_critical_packets_go_on_the_two_fastest_paths_and_arrive_once() {
+    let mut session = settings(Duration::from_millis(100));
+    session.duplicate_latency_critical = true;
+    let mut net = Net::established_with(&[30, 5, 10], session);
+    let sent_before: Vec<u64> = net.client_paths().iter().map(|p| p.sent_data_packets).collect();
+    // A pure TCP acknowledgement: 20-byte IPv4 header, 20-byte TCP header, ACK flag.
+    let mut ack = inner_packet(CLIENT_INNER, SERVER_INNER, 0, 20);
+    ack[9] = 6;
+    ack[20 + 12] = 5 << 4;
+    ack[20 + 13] = 0x10;
+    let mut packet = net.client.pool().take();
+    packet.buffer_mut()[HEADROOM..HEADROOM + ack.len()].copy_from_slice(&ack);
+    packet.set_range(HEADROOM, HEADROOM + ack.len());
+    net.client.handle_tun_packet(net.now, packet, &mut net.out);
+    net.transmit(true);
+    // A data segment is not duplicated.
+    net.client_sends(1, 1000);
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.server_received.len(), 2, "each delivered once");
+    assert_eq!(net.server_received[0], ack);
+    let sent: Vec<u64> = net
+        .client_paths()
+        .iter()
+        .zip(&sent_before)
+        .map(|(p, before)| p.sent_data_packets - before)
+        .collect();
+    assert_eq!(sent.iter().sum::<u64>(), 3, "two copies and one data packet: {sent:?}");
+    assert_eq!(sent[1], 1, "the 5 ms path carried a copy: {sent:?}");
+    assert!(sent[2] >= 1, "the 10 ms path carried a copy: {sent:?}");
+    let client = net.client.report(net.now);
+    assert_eq!(client.sessions[0].duplicated, 1);
+    let server = net.server.report(net.now);
+    assert_eq!(server.sessions[0].reorder.duplicates, 1);
 }
 
 #[test]

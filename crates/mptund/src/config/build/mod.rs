@@ -8,6 +8,7 @@ use std::ops::{Range, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mptund_sched::SchedulerParams;
 use toml::de::DeTable;
 
 use super::error::{self, ConfigError, Mode, Source};

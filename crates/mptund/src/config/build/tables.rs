@@ -102,14 +102,65 @@ impl Validator<'_> {
             KNOWN_SCHEDULERS,
             DEFAULT_SCHEDULER,
         )?;
-        let duplicate_latency_critical = raw
+        let empty = RawScheduler::default();
+        let scheduler = raw.as_ref().map_or(&empty, |r| r.get_ref());
+        let duplicate_latency_critical = scheduler
+            .duplicate_latency_critical
             .as_ref()
-            .and_then(|r| r.get_ref().duplicate_latency_critical.as_ref())
             .map_or(DEFAULT_DUPLICATE_LATENCY_CRITICAL, |value| *value.get_ref());
+        let defaults = SchedulerParams::default();
+        let wait_margin_us = self.integer(
+            scheduler.earliest_arrival_wait_margin_us.as_ref(),
+            "scheduler.earliest_arrival_wait_margin_us",
+            0..=1_000_000,
+            " µs",
+            defaults.earliest_arrival_wait_margin.as_micros() as i64,
+        )?;
+        let params = SchedulerParams {
+            ecf_hysteresis: self.fraction(
+                scheduler.ecf_hysteresis.as_ref(),
+                "scheduler.ecf_hysteresis",
+                0.0..=1.0,
+                defaults.ecf_hysteresis,
+            )?,
+            blest_lambda: self.fraction(
+                scheduler.blest_lambda.as_ref(),
+                "scheduler.blest_lambda",
+                0.1..=10.0,
+                defaults.blest_lambda,
+            )?,
+            earliest_arrival_wait_margin: Duration::from_micros(wait_margin_us as u64),
+            ..defaults
+        };
         Ok(SchedulerConfig {
             name,
             duplicate_latency_critical,
+            params,
         })
+    }
+
+    /// An optional decimal number within `range`, or `default`.
+    fn fraction(
+        &self,
+        value: Option<&Sp<f64>>,
+        field: &str,
+        range: RangeInclusive<f64>,
+        default: f64,
+    ) -> Result<f64> {
+        let Some(value) = value else {
+            return Ok(default);
+        };
+        let number = *value.get_ref();
+        if range.contains(&number) {
+            return Ok(number);
+        }
+        Err(self
+            .error(value.span(), field, format!("{number} is out of range"))
+            .with_hint(format!(
+                "use a value from {} to {} (default {default})",
+                range.start(),
+                range.end()
+            )))
     }
 
     /// An optional name that must be one of `known`, or `default`.
