@@ -47,10 +47,15 @@ pub const DEFAULT_CONTROLLER: &str = "cubic";
 /// Default `congestion.queue_capacity_packets`: the send queue in front of full
 /// paths holds about 15 ms at 1 Gbit/s; the sojourn limit, not this, bounds delay.
 pub const DEFAULT_QUEUE_CAPACITY_PACKETS: usize = 1024;
-/// Default `congestion.queue_max_delay_ms`: a packet waiting longer for a free path
-/// is dropped so the inner TCP reacts (about one cellular RTT; CoDel's 100 ms
-/// interval is the upper end).
-pub const DEFAULT_QUEUE_MAX_DELAY: Duration = Duration::from_millis(50);
+/// Default `congestion.queue_max_delay_ms`: the hard limit behind CoDel, for a
+/// flood CoDel's gentle drops cannot slow down (an inner flow that ignores loss);
+/// a few worst-case cellular RTTs.
+pub const DEFAULT_QUEUE_MAX_DELAY: Duration = Duration::from_millis(250);
+/// Default `congestion.queue_target_delay_ms`: CoDel's target (RFC 8289 §4.4).
+pub const DEFAULT_QUEUE_TARGET_DELAY: Duration = Duration::from_millis(5);
+/// Default `congestion.queue_interval_ms`: CoDel's interval, about the worst-case
+/// RTT of the inner flows (RFC 8289 §4.3).
+pub const DEFAULT_QUEUE_INTERVAL: Duration = Duration::from_millis(100);
 /// Default `timers.probe_interval_ms`: a suspect or down path is pinged four
 /// times a second, so a path back from a 3 s blockage is used again within
 /// about a quarter of a second.
@@ -205,6 +210,10 @@ pub struct CongestionConfig {
     pub queue_capacity_packets: usize,
     /// A packet that waited longer than this for a free path is dropped.
     pub queue_max_delay: Duration,
+    /// CoDel: the standing queue delay the send queue aims for.
+    pub queue_target_delay: Duration,
+    /// CoDel: how long the delay may stay above target before a drop.
+    pub queue_interval: Duration,
 }
 
 /// The `[timers]` table.

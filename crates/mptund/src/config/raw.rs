@@ -108,6 +108,8 @@ pub(super) struct RawCongestion {
     pub controller: Option<Sp<String>>,
     pub queue_capacity_packets: Option<Sp<i64>>,
     pub queue_max_delay_ms: Option<Sp<i64>>,
+    pub queue_target_delay_ms: Option<Sp<i64>>,
+    pub queue_interval_ms: Option<Sp<i64>>,
 }
 
 /// Client and server timers share one table; the mode-specific fields are

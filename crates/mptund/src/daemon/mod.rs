@@ -22,8 +22,8 @@ use crate::config::{ClientConfig, Config, CongestionConfig, ServerConfig, TunCon
 use crate::keys::{PrivateKey, PublicKey};
 use crate::mtu;
 use crate::session::{
-    ClientCore, ClientPathSettings, ClientSettings, Engine, Outgoing, PathSettings, PeerSettings,
-    Received, SendQueueConfig, ServerCore, ServerSettings, SessionSettings,
+    ClientCore, ClientPathSettings, ClientSettings, CoDelConfig, Engine, Outgoing, PathSettings,
+    PeerSettings, Received, SendQueueConfig, ServerCore, ServerSettings, SessionSettings,
 };
 use mptund_probe::ProbeConfig;
 use udp::{Binding, PathSocket};
@@ -122,6 +122,10 @@ fn session_settings(
         send_queue: SendQueueConfig {
             capacity_packets: congestion.queue_capacity_packets,
             max_sojourn: congestion.queue_max_delay,
+            codel: CoDelConfig {
+                target: congestion.queue_target_delay,
+                interval: congestion.queue_interval,
+            },
         },
         max_inner_len: usize::from(tun_mtu),
         congestion_controller: congestion.controller.clone(),

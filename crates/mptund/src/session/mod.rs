@@ -15,6 +15,7 @@
 mod budget;
 mod classify;
 mod client;
+mod codel;
 pub mod inner;
 mod path;
 mod receive;
@@ -35,6 +36,7 @@ use mptund_sched::{
 };
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings};
+pub use codel::CoDelConfig;
 pub use path::{PathSettings, SessionPath};
 pub use report::{PathReport, Report, SessionReport};
 pub use send::SendQueueConfig;

@@ -11,6 +11,7 @@ use mptund_sched::{
 };
 
 use super::classify::classify;
+use super::codel::{CoDel, CoDelConfig};
 use super::{KeepAs, Outgoing, Session};
 use crate::buffers::{BufferPool, Packet, HEADROOM, MAX_PIGGYBACK};
 use crate::counters::{DropCounters, DropReason};
@@ -35,14 +36,16 @@ const MIN_ACK_FRAME: usize = 3 + wire::ACK_FIXED_LEN + wire::ACK_RANGE_LEN;
 #[derive(Clone, Copy, Debug)]
 pub struct SendQueueConfig {
     pub capacity_packets: usize,
-    /// A packet that waited longer than this is dropped at the head of the queue: the
-    /// inner TCP gets a prompt loss signal instead of a standing queue (CoDel's insight,
-    /// RFC 8289 section 1, with a fixed sojourn limit instead of its control law).
+    /// CoDel keeps the standing queue short with one drop at a time.
+    pub codel: CoDelConfig,
+    /// A packet that waited longer than this is dropped at the head of the queue
+    /// whatever CoDel says: the limit for flows that do not slow down.
     pub max_sojourn: Duration,
 }
 
 pub(super) struct SendQueue {
     packets: VecDeque<(Instant, Packet)>,
+    codel: Option<CoDel>,
     /// Inner bytes waiting, for schedulers that weigh the backlog (ECF).
     bytes: u64,
     config: SendQueueConfig,
@@ -52,6 +55,7 @@ impl SendQueue {
     pub fn new(config: SendQueueConfig) -> Self {
         Self {
             packets: VecDeque::with_capacity(config.capacity_packets),
+            codel: None,
             bytes: 0,
             config,
         }
@@ -142,15 +146,30 @@ impl Session {
         out: &mut Vec<Outgoing>,
     ) {
         while let Some((queued_at, _)) = self.send_queue.packets.front() {
-            if now.saturating_duration_since(*queued_at) >= self.send_queue.config.max_sojourn {
+            let sojourn = now.saturating_duration_since(*queued_at);
+            let queued = self.send_queue.packets.len();
+            let config = self.send_queue.config;
+            let over_limit = sojourn >= config.max_sojourn;
+            let codel = self
+                .send_queue
+                .codel
+                .get_or_insert_with(|| CoDel::new(config.codel, now));
+            if over_limit || codel.should_drop(now, sojourn, queued) {
                 if let Some((_, packet)) = self.send_queue.pop_front() {
                     pool.recycle(packet);
                 }
-                drops.record(
-                    now,
-                    DropReason::SendQueueSojourn,
-                    &"packet waited too long for a free path",
-                );
+                let (reason, detail) = if over_limit {
+                    (
+                        DropReason::SendQueueSojourn,
+                        "packet waited too long for a free path",
+                    )
+                } else {
+                    (
+                        DropReason::SendQueueAqm,
+                        "standing send queue: dropped to slow the inner flow",
+                    )
+                };
+                drops.record(now, reason, &detail);
                 continue;
             }
             let Some((queued_at, packet)) = self.send_queue.pop_front() else {
@@ -163,6 +182,11 @@ impl Session {
                     self.send_queue.push_front(queued_at, packet);
                     break;
                 }
+            }
+        }
+        if self.send_queue.packets.is_empty() {
+            if let Some(codel) = &mut self.send_queue.codel {
+                codel.on_empty();
             }
         }
     }

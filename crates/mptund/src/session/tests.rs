@@ -41,6 +41,10 @@ fn settings(hold: Duration) -> SessionSettings {
         send_queue: SendQueueConfig {
             capacity_packets: 1024,
             max_sojourn: Duration::from_millis(50),
+            codel: super::CoDelConfig {
+                target: Duration::from_millis(5),
+                interval: Duration::from_millis(100),
+            },
         },
         max_inner_len: MTU,
         congestion_controller: "cubic".into(),
@@ -591,7 +595,11 @@ fn latency_critical_packets_go_on_the_two_fastest_paths_and_arrive_once() {
     let mut session = settings(Duration::from_millis(100));
     session.duplicate_latency_critical = true;
     let mut net = Net::established_with(&[30, 5, 10], session);
-    let sent_before: Vec<u64> = net.client_paths().iter().map(|p| p.sent_data_packets).collect();
+    let sent_before: Vec<u64> = net
+        .client_paths()
+        .iter()
+        .map(|p| p.sent_data_packets)
+        .collect();
     // A pure TCP acknowledgement: 20-byte IPv4 header, 20-byte TCP header, ACK flag.
     let mut ack = inner_packet(CLIENT_INNER, SERVER_INNER, 0, 20);
     ack[9] = 6;
@@ -613,7 +621,11 @@ fn latency_critical_packets_go_on_the_two_fastest_paths_and_arrive_once() {
         .zip(&sent_before)
         .map(|(p, before)| p.sent_data_packets - before)
         .collect();
-    assert_eq!(sent.iter().sum::<u64>(), 3, "two copies and one data packet: {sent:?}");
+    assert_eq!(
+        sent.iter().sum::<u64>(),
+        3,
+        "two copies and one data packet: {sent:?}"
+    );
     assert_eq!(sent[1], 1, "the 5 ms path carried a copy: {sent:?}");
     assert!(sent[2] >= 1, "the 10 ms path carried a copy: {sent:?}");
     let client = net.client.report(net.now);

@@ -215,11 +215,25 @@ impl Validator<'_> {
             1..=10_000,
             DEFAULT_QUEUE_MAX_DELAY,
         )?;
+        let queue_target_delay = self.millis(
+            congestion.queue_target_delay_ms.as_ref(),
+            "congestion.queue_target_delay_ms",
+            1..=1_000,
+            DEFAULT_QUEUE_TARGET_DELAY,
+        )?;
+        let queue_interval = self.millis(
+            congestion.queue_interval_ms.as_ref(),
+            "congestion.queue_interval_ms",
+            1..=10_000,
+            DEFAULT_QUEUE_INTERVAL,
+        )?;
         Ok(CongestionConfig {
             controller,
             queue_capacity_packets: usize::try_from(capacity)
                 .unwrap_or(DEFAULT_QUEUE_CAPACITY_PACKETS),
             queue_max_delay,
+            queue_target_delay,
+            queue_interval,
         })
     }
 
