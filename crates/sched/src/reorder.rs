@@ -206,6 +206,10 @@ pub struct ReorderBuffer<T> {
     ready: VecDeque<Held<T>>,
     /// Bound on `ready`; beyond it inserts are refused as `Backlogged`.
     ready_limit: usize,
+    /// When the last gap was given up on for want of time, and the hold then.
+    last_timeout_skip: Option<(Instant, Duration)>,
+    /// How long the latest gap needed, for [`ReorderBuffer::take_needed_wait`].
+    needed_wait: Option<Duration>,
     stats: ReorderStats,
 }
 
@@ -233,6 +237,8 @@ impl<T> ReorderBuffer<T> {
             abandoned: vec![0; capacity.div_ceil(64)],
             ready: VecDeque::with_capacity(ready_limit),
             ready_limit,
+            last_timeout_skip: None,
+            needed_wait: None,
             stats: ReorderStats::default(),
         }
     }
@@ -257,6 +263,10 @@ impl<T> ReorderBuffer<T> {
             return Err(self.reject(item, RejectReason::Duplicate));
         }
         let kind = if seq == self.next_expected {
+            // It fills the gap packets behind it waited on: that wait was needed.
+            if let Some(oldest) = self.oldest_arrival() {
+                self.needed_wait = Some(now.saturating_duration_since(oldest));
+            }
             ReleaseKind::InOrder
         } else {
             ReleaseKind::AfterWait
@@ -286,6 +296,7 @@ impl<T> ReorderBuffer<T> {
             if now < self.poll_timeout()? {
                 return None;
             }
+            self.last_timeout_skip = Some((now, self.max_hold));
             self.skip_gap();
         }
         let index = self.index(self.next_expected);
@@ -295,6 +306,12 @@ impl<T> ReorderBuffer<T> {
         self.advance_release_point(1);
         self.drop_stale_arrivals();
         Some(self.account_release(now, held))
+    }
+
+    /// Arrival of the oldest packet in the window.
+    fn oldest_arrival(&self) -> Option<Instant> {
+        let oldest = *self.arrival_order.front()?;
+        Some(self.window[self.index(oldest)].as_ref()?.arrived)
     }
 
     /// When the oldest packet held in the window stops waiting for its gap;
@@ -322,6 +339,14 @@ impl<T> ReorderBuffer<T> {
     /// The hold limit in force.
     pub fn max_hold(&self) -> Duration {
         self.max_hold
+    }
+
+    /// How long the most recent gap took to fill since the last call, if one
+    /// did: the wait of the oldest packet behind it when the missing one came,
+    /// or, for a packet that came after its gap was given up, the hold then
+    /// plus its lateness. What [`AdaptiveHold::on_needed_wait`] learns from.
+    pub fn take_needed_wait(&mut self) -> Option<Duration> {
+        self.needed_wait.take()
     }
 
     /// The sender will never deliver `seq` (it was lost and could not be sent
@@ -383,6 +408,11 @@ impl<T> ReorderBuffer<T> {
             kind: ReleaseKind::Late,
             item,
         });
+        // Its gap was given up too soon: at least the hold then plus how late it is
+        // since (a late packet from an earlier skip still gives a lower bound).
+        if let Some((skipped_at, hold)) = self.last_timeout_skip {
+            self.needed_wait = Some(hold + now.saturating_duration_since(skipped_at));
+        }
         Ok(())
     }
 

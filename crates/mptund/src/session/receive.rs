@@ -212,6 +212,12 @@ impl Session {
                 &format_args!("inner packet seq {}", meta.seq),
             );
         }
+        if let Some(wait) = self.reorder.take_needed_wait() {
+            if let Some(hold) = &mut self.adaptive_hold {
+                hold.on_needed_wait(now, wait);
+                self.reorder.set_max_hold(hold.target(now));
+            }
+        }
         self.drain_releasable(now, deliver);
     }
 

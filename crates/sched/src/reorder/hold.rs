@@ -19,6 +19,13 @@
 //! data packet carries the sender's transmit timestamp, and `arrival -
 //! transmit` is the one-way delay plus one unknown clock offset that is the
 //! same for every path of the session. The offset cancels in the spread.
+//!
+//! The spread is what the paths' delays allow; a reorder-aware sender narrows
+//! what actually happens to its prediction errors, which the delays do not show.
+//! So the target is also at least the longest wait a gap really needed in the
+//! last five to ten seconds, plus a quarter: a packet that came after its gap
+//! had been given up raises it at once, as a DSACK widens RACK's reordering
+//! window (RFC 8985 §6.2.4), and the window lets it shrink when reordering calms.
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +47,9 @@ const SMOOTHING_SHIFT: u32 = 3;
 const DEVIATION_SHIFT: u32 = 2;
 /// RFC 6298's K: margin of four mean deviations above the smoothed delay.
 const DEVIATION_MARGIN: i64 = 4;
+/// Observed waits are remembered for between one and two of these.
+const OBSERVED_BUCKET: Duration = Duration::from_secs(5);
+
 /// A path heard from within this long counts towards the spread. The caller
 /// samples keepalives too, so an idle path that may get the next packet still
 /// counts: three seconds spans mptund's default 1 s keepalive interval with
@@ -67,6 +77,10 @@ pub struct AdaptiveHold {
     paths: [Option<PathDelay>; PathId::MAX_IN_SET as usize + 1],
     /// The ids with an entry in `paths`, so a target visits only those.
     tracked: PathSet,
+    /// Longest needed wait in the current and the previous [`OBSERVED_BUCKET`].
+    observed: [Duration; 2],
+    /// When the current bucket started.
+    bucket_start: Option<Instant>,
 }
 
 impl AdaptiveHold {
@@ -78,6 +92,8 @@ impl AdaptiveHold {
             reference_us: None,
             paths: [None; PathId::MAX_IN_SET as usize + 1],
             tracked: PathSet::EMPTY,
+            observed: [Duration::ZERO; 2],
+            bucket_start: None,
         }
     }
 
@@ -117,6 +133,36 @@ impl AdaptiveHold {
         });
     }
 
+    /// A gap needed `wait` to fill (see `ReorderBuffer::take_needed_wait`).
+    pub fn on_needed_wait(&mut self, now: Instant, wait: Duration) {
+        self.rotate(now);
+        self.observed[0] = self.observed[0].max(wait);
+    }
+
+    fn rotate(&mut self, now: Instant) {
+        let start = *self.bucket_start.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed >= 2 * OBSERVED_BUCKET {
+            self.observed = [Duration::ZERO; 2];
+            self.bucket_start = Some(now);
+        } else if elapsed >= OBSERVED_BUCKET {
+            self.observed = [Duration::ZERO, self.observed[0]];
+            self.bucket_start = Some(start + OBSERVED_BUCKET);
+        }
+    }
+
+    /// The longest needed wait seen in the last five to ten seconds.
+    fn observed_wait(&self, now: Instant) -> Duration {
+        let Some(start) = self.bucket_start else {
+            return Duration::ZERO;
+        };
+        match now.saturating_duration_since(start) {
+            elapsed if elapsed >= 2 * OBSERVED_BUCKET => Duration::ZERO,
+            elapsed if elapsed >= OBSERVED_BUCKET => self.observed[0],
+            _ => self.observed[0].max(self.observed[1]),
+        }
+    }
+
     /// Forgets a path (removed from the session).
     pub fn forget(&mut self, path: PathId) {
         if let Some(slot) = self.paths.get_mut(usize::from(path.0)) {
@@ -142,9 +188,10 @@ impl AdaptiveHold {
         let (Some(earliest), Some(latest)) = (earliest, latest) else {
             return self.bounds.max;
         };
-        let spread_us = u64::try_from(latest - earliest).unwrap_or(0);
-        Duration::from_micros(spread_us)
-            .clamp(self.bounds.min, self.bounds.max.max(self.bounds.min))
+        let spread = Duration::from_micros(u64::try_from(latest - earliest).unwrap_or(0));
+        let observed = self.observed_wait(now);
+        let target = spread.max(observed + observed / 4);
+        target.clamp(self.bounds.min, self.bounds.max.max(self.bounds.min))
     }
 
     fn active(&self, now: Instant) -> impl Iterator<Item = (PathId, PathDelay)> + '_ {
@@ -308,6 +355,29 @@ mod tests {
         assert_eq!(hold.target(t0 + ms(4001)), ms(100));
         hold.forget(PathId(1));
         assert_eq!(hold.target(t0 + ms(4001)), BOUNDS.min);
+    }
+
+    #[test]
+    fn observed_waits_raise_the_target_and_expire() {
+        let t0 = Instant::now();
+        let mut hold = AdaptiveHold::new(BOUNDS);
+        feed(&mut hold, t0, 0, &[(0, 10), (1, 20)], 10);
+        assert_eq!(hold.target(t0 + ms(10)), ms(10));
+        // A gap needed 40 ms although the delays differ by 10: 40 + 10 = 50 ms.
+        hold.on_needed_wait(t0 + ms(10), ms(40));
+        assert_eq!(hold.target(t0 + ms(10)), ms(50));
+        hold.on_needed_wait(t0 + ms(20), ms(8));
+        assert_eq!(hold.target(t0 + ms(20)), ms(50), "the longest wait counts");
+        // Still remembered in the next bucket, gone after two.
+        let later = t0 + ms(7000);
+        feed(&mut hold, later, 0, &[(0, 10), (1, 20)], 1);
+        assert_eq!(hold.target(later), ms(50));
+        let much_later = t0 + ms(12_000);
+        feed(&mut hold, much_later, 0, &[(0, 10), (1, 20)], 1);
+        assert_eq!(hold.target(much_later), ms(10));
+        // The bounds still apply.
+        hold.on_needed_wait(much_later, ms(1000));
+        assert_eq!(hold.target(much_later), BOUNDS.max);
     }
 
     #[test]

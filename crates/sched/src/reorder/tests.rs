@@ -675,3 +675,30 @@ fn hold_can_change_while_packets_wait() {
         );
     }
 }
+
+#[test]
+fn needed_waits_are_reported_for_filled_and_late_gaps() {
+    for base in BASES {
+        let mut h = Harness::new(base, 16);
+        h.insert_ok(0, &[0]);
+        assert_eq!(h.release(0), [0]);
+        assert_eq!(
+            h.buffer.take_needed_wait(),
+            None,
+            "in order: nothing waited"
+        );
+        h.insert_ok(3, &[2]);
+        h.insert_ok(10, &[1]);
+        assert_eq!(h.buffer.take_needed_wait(), Some(Duration::from_millis(7)));
+        assert_eq!(h.buffer.take_needed_wait(), None, "taken once");
+        assert_eq!(h.release(10), [1, 2]);
+        // A gap that times out, and its packet 20 ms after the skip.
+        h.insert_ok(20, &[4]);
+        assert_eq!(h.release(20 + 50), [4]);
+        h.insert_ok(90, &[3]);
+        assert_eq!(
+            h.buffer.take_needed_wait(),
+            Some(MAX_HOLD + Duration::from_millis(20))
+        );
+    }
+}
