@@ -233,7 +233,10 @@ impl ClientCore {
                     .record(now, DropReason::HandshakeRejected, &error);
             }
         };
-        let scheduler = match build_scheduler(&self.settings.session.scheduler, &SchedulerParams::default()) {
+        let scheduler = match build_scheduler(
+            &self.settings.session.scheduler,
+            &SchedulerParams::default(),
+        ) {
             Ok(scheduler) => scheduler,
             Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
         };

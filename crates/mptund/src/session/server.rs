@@ -155,7 +155,10 @@ impl ServerCore {
                 &format_args!("replayed handshake for peer {}", peer.settings.name),
             );
         }
-        let scheduler = match build_scheduler(&self.session_settings.scheduler, &SchedulerParams::default()) {
+        let scheduler = match build_scheduler(
+            &self.session_settings.scheduler,
+            &SchedulerParams::default(),
+        ) {
             Ok(scheduler) => scheduler,
             Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
         };
