@@ -145,8 +145,9 @@ pub struct SchedulerParams {
     /// capacity of 1400-byte packets ([`BLEST_DEFAULT_REORDER_WINDOW_BYTES`]).
     pub blest_reorder_window_bytes: u64,
     /// How much earlier a full path must deliver before earliest-arrival waits
-    /// for it; valid up to 1 s. Default 1 ms, one LTE/NR scheduling interval
-    /// ([`EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN`]).
+    /// for it; valid up to 1 s. Default 0: wait for any gain, which is what
+    /// keeps packets in order ([`EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN`] says
+    /// why and when to raise it).
     pub earliest_arrival_wait_margin: Duration,
 }
 

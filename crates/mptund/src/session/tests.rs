@@ -579,15 +579,16 @@ fn adaptive_hold_follows_the_delay_spread_of_the_paths() {
     assert_eq!(tags, (0..200).collect::<Vec<_>>());
     let server = net.server.report(net.now);
     let reorder = &server.sessions[0].reorder;
-    // 50 ms between the paths' one-way delays; constant delays add no jitter margin.
+    // 50 ms between the paths' one-way delays (constant delays add no jitter
+    // margin); round-robin makes gaps wait about that long, and the observed waits
+    // add their quarter: 50 to 62.5 ms, nowhere near the 400 ms bound.
     assert!(
-        (49.0..=52.0).contains(&reorder.hold_ms),
+        (49.0..=63.0).contains(&reorder.hold_ms),
         "hold {} ms",
         reorder.hold_ms
     );
-    // The client received only acknowledgements and keepalives: one path's worth
-    // of data at most, so its hold stays at the spread it measured or the bounds.
-    assert!(reorder.max_hold_seen_ms <= 52.0, "{reorder:?}");
+    assert_eq!(reorder.released_late, 0, "{reorder:?}");
+    assert!(reorder.max_hold_seen_ms <= 63.0, "{reorder:?}");
 }
 
 #[test]

@@ -1,0 +1,317 @@
+//! A deterministic model of a multipath sender, its paths and the receiver,
+//! for measuring what a scheduler does to packet order.
+//!
+//! Time is simulated (a `Duration` since the start, turned into an `Instant`
+//! only to call the scheduler, which never reads the clock). Each path is:
+//!
+//! - a FIFO bottleneck of fixed rate with an unbounded queue (the window below
+//!   bounds it, so nothing is dropped),
+//! - a fixed one-way delay after the bottleneck, and the same delay for the
+//!   acknowledgement coming back (no queue on the return path),
+//! - a congestion-window-like cap on the bytes in flight, set to the
+//!   bandwidth-delay product plus `queue_budget` worth of bottleneck queue:
+//!   what a loss-based controller settles at over a buffer of that depth.
+//!
+//! The sender has an endless backlog of equal-size packets, numbered in
+//! order. At every event (start, each acknowledgement) it processes the
+//! acknowledgements due, builds a [`PathView`] per path from the model state
+//! (delays and rate as configured, as a converged estimator would report them;
+//! `srtt` includes the current queueing delay), and asks the scheduler for
+//! packets until it says `Hold`. The receiver records when each sequence
+//! number first arrives; [`Report`] measures the reordering a reorder buffer
+//! would have to undo.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use mptund_sched::{PacketClass, PacketInfo, PathId, PathState, PathView, Pick, Scheduler};
+
+/// One modelled path.
+#[derive(Clone, Copy, Debug)]
+pub struct PathConfig {
+    /// Propagation delay each way.
+    pub one_way_delay: Duration,
+    /// Bottleneck rate in bits per second.
+    pub rate_bps: u64,
+    /// Bottleneck queue the window allows on top of the bandwidth-delay product.
+    pub queue_budget: Duration,
+}
+
+impl PathConfig {
+    /// A path of `rate_mbit` with `one_way_ms` each way and `queue_ms` of buffer.
+    pub fn new(one_way_ms: f64, rate_mbit: f64, queue_ms: f64) -> Self {
+        PathConfig {
+            one_way_delay: Duration::from_secs_f64(one_way_ms / 1000.0),
+            rate_bps: (rate_mbit * 1e6) as u64,
+            queue_budget: Duration::from_secs_f64(queue_ms / 1000.0),
+        }
+    }
+
+    fn rate_bytes_per_sec(&self) -> u64 {
+        self.rate_bps / 8
+    }
+
+    fn bytes_in(&self, duration: Duration) -> u64 {
+        (self.rate_bytes_per_sec() as f64 * duration.as_secs_f64()) as u64
+    }
+
+    fn transmit_time(&self, bytes: u64) -> Duration {
+        Duration::from_secs_f64(bytes as f64 / self.rate_bytes_per_sec() as f64)
+    }
+
+    /// The window: BDP plus the queue budget.
+    pub fn cwnd_bytes(&self) -> u64 {
+        self.bytes_in(2 * self.one_way_delay + self.queue_budget)
+    }
+}
+
+#[derive(Debug)]
+struct PathModel {
+    id: PathId,
+    config: PathConfig,
+    /// When the bottleneck finishes the last packet handed to it.
+    link_free_at: Duration,
+    /// Acknowledgement time and size of each packet in flight, in send order.
+    in_flight: VecDeque<(Duration, u64)>,
+    bytes_in_flight: u64,
+}
+
+impl PathModel {
+    fn queue_delay(&self, now: Duration) -> Duration {
+        self.link_free_at.saturating_sub(now)
+    }
+
+    fn view(&self, now: Duration) -> PathView {
+        let mut view = PathView::new(self.id, PathState::Up);
+        let base_rtt = 2 * self.config.one_way_delay;
+        view.one_way_delay = Some(self.config.one_way_delay);
+        view.min_rtt = Some(base_rtt);
+        view.srtt = Some(base_rtt + self.queue_delay(now));
+        view.cwnd_bytes = Some(self.config.cwnd_bytes());
+        view.bytes_in_flight = self.bytes_in_flight;
+        view.delivery_rate_bps = Some(self.config.rate_bps);
+        view
+    }
+
+    /// Sends `len` bytes at `now`; returns when they reach the receiver.
+    fn send(&mut self, now: Duration, len: u64) -> Duration {
+        let start = self.link_free_at.max(now);
+        self.link_free_at = start + self.config.transmit_time(len);
+        let arrival = self.link_free_at + self.config.one_way_delay;
+        self.in_flight
+            .push_back((arrival + self.config.one_way_delay, len));
+        self.bytes_in_flight += len;
+        arrival
+    }
+}
+
+/// One run: paths, packet size, length of simulated time.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub paths: Vec<PathConfig>,
+    pub packet_len: usize,
+    pub duration: Duration,
+}
+
+/// What the receiver saw.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub scheduler: &'static str,
+    /// Distinct packets that arrived before the end.
+    pub delivered: u64,
+    /// Copies that arrived after the first (redundant schedulers).
+    pub duplicates: u64,
+    /// Delivered payload rate, Mbit/s.
+    pub throughput_mbit: f64,
+    /// Packets that arrived after a higher sequence number.
+    pub out_of_order: u64,
+    /// Packets displaced by 3 or more: what would make the inner TCP see
+    /// three duplicate ACKs and retransmit (RFC 5681 §3.2) without a reorder
+    /// buffer.
+    pub displaced_3_or_more: u64,
+    /// Largest and mean (over out-of-order packets) displacement, in packets:
+    /// how far below the highest sequence number seen the packet arrived.
+    pub max_displacement: u64,
+    pub mean_displacement: f64,
+    /// How long a reorder buffer would hold packets until every earlier one
+    /// arrived: largest, and mean over all packets of the in-order prefix.
+    pub max_hold: Duration,
+    pub mean_hold: Duration,
+}
+
+impl Report {
+    pub fn out_of_order_fraction(&self) -> f64 {
+        self.out_of_order as f64 / self.delivered.max(1) as f64
+    }
+
+    pub fn displaced_3_or_more_fraction(&self) -> f64 {
+        self.displaced_3_or_more as f64 / self.delivered.max(1) as f64
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<22} {:>8.2} Mbit/s  delivered {:>6}  dup {:>6}  out-of-order {:>6} ({:>6.2}%, >=3: {:>6.2}%)  displacement max {:>4} mean {:>7.2}  hold max {:>7.2} ms mean {:>6.3} ms",
+            self.scheduler,
+            self.throughput_mbit,
+            self.delivered,
+            self.duplicates,
+            self.out_of_order,
+            100.0 * self.out_of_order_fraction(),
+            100.0 * self.displaced_3_or_more_fraction(),
+            self.max_displacement,
+            self.mean_displacement,
+            self.max_hold.as_secs_f64() * 1e3,
+            self.mean_hold.as_secs_f64() * 1e3,
+        )
+    }
+}
+
+/// Most packets placed at one instant; a scheduler that never holds on a
+/// model with windows would be a bug, and this keeps it from hanging the test.
+const MAX_PICKS_PER_EVENT: usize = 100_000;
+
+/// Runs `scheduler` over `scenario` and measures the receiver's view.
+pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
+    let epoch = Instant::now();
+    let mut paths: Vec<PathModel> = scenario
+        .paths
+        .iter()
+        .enumerate()
+        .map(|(index, &config)| PathModel {
+            id: PathId(index as u8),
+            config,
+            link_free_at: Duration::ZERO,
+            in_flight: VecDeque::new(),
+            bytes_in_flight: 0,
+        })
+        .collect();
+    let packet = PacketInfo {
+        len: scenario.packet_len,
+        class: PacketClass::Bulk,
+        queued_bytes: 0,
+    };
+    let len = scenario.packet_len as u64;
+    // First arrival time per sequence number (index = seq).
+    let mut first_arrival: Vec<Option<Duration>> = Vec::new();
+    let mut duplicates = 0u64;
+    let mut views: Vec<PathView> = Vec::with_capacity(paths.len());
+    let mut now = Duration::ZERO;
+
+    while now < scenario.duration {
+        for path in &mut paths {
+            while let Some(&(ack_at, bytes)) = path.in_flight.front() {
+                if ack_at > now {
+                    break;
+                }
+                path.in_flight.pop_front();
+                path.bytes_in_flight -= bytes;
+                scheduler.on_acked(epoch + now, path.id, bytes as usize);
+            }
+        }
+        for _ in 0..MAX_PICKS_PER_EVENT {
+            views.clear();
+            views.extend(paths.iter().map(|path| path.view(now)));
+            let seq = first_arrival.len();
+            let mut send_on = |id: PathId, first_arrival: &mut Vec<Option<Duration>>| {
+                let arrival = paths[usize::from(id.0)].send(now, len);
+                let slot = &mut first_arrival[seq];
+                match slot {
+                    Some(earlier) if *earlier <= arrival => duplicates += 1,
+                    Some(earlier) => {
+                        *earlier = arrival;
+                        duplicates += 1;
+                    }
+                    None => *slot = Some(arrival),
+                }
+            };
+            match scheduler.pick(epoch + now, &packet, &views) {
+                Pick::Hold => break,
+                Pick::One(id) => {
+                    first_arrival.push(None);
+                    send_on(id, &mut first_arrival);
+                    scheduler.on_sent(epoch + now, id, scenario.packet_len);
+                }
+                Pick::Many(set) => {
+                    first_arrival.push(None);
+                    for id in set {
+                        send_on(id, &mut first_arrival);
+                        scheduler.on_sent(epoch + now, id, scenario.packet_len);
+                    }
+                }
+            }
+        }
+        let next_ack = paths
+            .iter()
+            .filter_map(|path| path.in_flight.front().map(|&(ack_at, _)| ack_at))
+            .min();
+        now = next_ack.unwrap_or(now + Duration::from_millis(1));
+    }
+
+    measure(scheduler.name(), &first_arrival, duplicates, scenario)
+}
+
+fn measure(
+    scheduler: &'static str,
+    first_arrival: &[Option<Duration>],
+    duplicates: u64,
+    scenario: &Scenario,
+) -> Report {
+    let end = scenario.duration;
+    let mut arrived: Vec<(Duration, u64)> = first_arrival
+        .iter()
+        .enumerate()
+        .filter_map(|(seq, arrival)| arrival.filter(|&at| at <= end).map(|at| (at, seq as u64)))
+        .collect();
+    arrived.sort_unstable();
+
+    let mut report = Report {
+        scheduler,
+        delivered: arrived.len() as u64,
+        duplicates,
+        throughput_mbit: arrived.len() as f64 * scenario.packet_len as f64 * 8.0
+            / end.as_secs_f64()
+            / 1e6,
+        ..Report::default()
+    };
+    let mut highest: Option<u64> = None;
+    let mut displacement_sum = 0u64;
+    for &(_, seq) in &arrived {
+        match highest {
+            Some(high) if seq < high => {
+                report.out_of_order += 1;
+                let displacement = high - seq;
+                if displacement >= 3 {
+                    report.displaced_3_or_more += 1;
+                }
+                displacement_sum += displacement;
+                report.max_displacement = report.max_displacement.max(displacement);
+            }
+            _ => highest = Some(seq),
+        }
+    }
+    report.mean_displacement = displacement_sum as f64 / report.out_of_order.max(1) as f64;
+
+    // Hold time over the in-order prefix: released when all earlier arrived.
+    let mut released_at = Duration::ZERO;
+    let mut hold_sum = Duration::ZERO;
+    let mut prefix = 0u32;
+    for arrival in first_arrival {
+        let Some(at) = arrival.filter(|&at| at <= end) else {
+            break;
+        };
+        released_at = released_at.max(at);
+        let hold = released_at - at;
+        report.max_hold = report.max_hold.max(hold);
+        hold_sum += hold;
+        prefix += 1;
+    }
+    report.mean_hold = hold_sum / prefix.max(1);
+    report
+}
