@@ -78,9 +78,9 @@ impl CoDel {
         true
     }
 
-    /// Leaves the dropping state's timers alone but forgets a standing queue: the
-    /// queue ran empty.
-    pub fn on_empty(&mut self) {
+    /// Forgets a standing queue (the queue ran empty, or is no sign of saturation);
+    /// the drop rate to resume with is kept (RFC 8289 §5.6).
+    pub fn forget_standing_queue(&mut self) {
         self.first_above_time = None;
     }
 
@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(first.len(), 5);
         // The queue drains briefly, then stands again.
         assert!(drops(&mut codel, t0, 400, 10, ms(1)).is_empty());
-        codel.on_empty();
+        codel.forget_standing_queue();
         let again = drops(&mut codel, t0, 410, 200, ms(20));
         // Re-entry after one interval; the count resumes at 5 - 1 = 4, so the next
         // drop is 100/sqrt(4) = 50 ms later, not 100 ms as from a cold start.

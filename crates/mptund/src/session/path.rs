@@ -329,6 +329,15 @@ impl SessionPath {
         }
     }
 
+    /// Up, still in slow start, and its window full: next round trip it can take
+    /// about twice as much, so a queue in front of it is no sign of saturation.
+    pub fn still_growing(&self, now: Instant, path_timeout: Duration) -> bool {
+        let full_size = self.probe.config().max_datagram_size;
+        self.scheduler_state(now, path_timeout) == PathState::Up
+            && self.probe.controller().in_slow_start()
+            && !self.probe.has_window_room(full_size)
+    }
+
     /// The scheduler's view of this path for a packet of `len` bytes.
     pub fn view(&mut self, now: Instant, path_timeout: Duration, len: usize) -> PathView {
         let mut view = PathView::new(self.id, self.scheduler_state(now, path_timeout));

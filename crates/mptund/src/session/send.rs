@@ -150,11 +150,22 @@ impl Session {
             let queued = self.send_queue.packets.len();
             let config = self.send_queue.config;
             let over_limit = sojourn >= config.max_sojourn;
+            // While a path is still in slow start with its window full, the queue is
+            // its ramp-up, not the tunnel's capacity: a drop now would make the inner
+            // flow leave its own slow start at a fraction of what the paths can carry.
+            let path_timeout = self.settings.path_timeout;
+            let ramping_up = self
+                .paths
+                .iter()
+                .any(|path| path.still_growing(now, path_timeout));
             let codel = self
                 .send_queue
                 .codel
                 .get_or_insert_with(|| CoDel::new(config.codel, now));
-            if over_limit || codel.should_drop(now, sojourn, queued) {
+            if ramping_up {
+                codel.forget_standing_queue();
+            }
+            if over_limit || (!ramping_up && codel.should_drop(now, sojourn, queued)) {
                 if let Some((_, packet)) = self.send_queue.pop_front() {
                     pool.recycle(packet);
                 }
@@ -186,7 +197,7 @@ impl Session {
         }
         if self.send_queue.packets.is_empty() {
             if let Some(codel) = &mut self.send_queue.codel {
-                codel.on_empty();
+                codel.forget_standing_queue();
             }
         }
     }

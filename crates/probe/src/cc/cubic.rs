@@ -137,10 +137,6 @@ impl Cubic {
         self.epoch.map(|epoch| Duration::from_secs_f64(epoch.k))
     }
 
-    pub fn in_slow_start(&self) -> bool {
-        self.window < self.ssthresh
-    }
-
     fn minimum_window(&self) -> u64 {
         MINIMUM_WINDOW_PACKETS * self.max_datagram_size
     }
@@ -298,6 +294,10 @@ impl Controller for Cubic {
             self.in_recovery = false;
             self.increase_carry = 0.0;
         }
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.window < self.ssthresh
     }
 
     fn window(&self) -> u64 {

@@ -423,6 +423,10 @@ impl Controller for DelayRate {
         }
     }
 
+    fn in_slow_start(&self) -> bool {
+        self.state == DelayRateState::Startup
+    }
+
     fn window(&self) -> u64 {
         self.window
     }

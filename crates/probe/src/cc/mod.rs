@@ -67,6 +67,11 @@ pub trait Controller {
     fn pacing_rate(&self) -> Option<u64> {
         None
     }
+    /// Still searching for the path's capacity (slow start, BBR's Startup): the window
+    /// at least doubles every round trip until the first congestion signal.
+    fn in_slow_start(&self) -> bool {
+        false
+    }
 }
 
 mod cubic;
@@ -150,6 +155,13 @@ impl Controller for AnyController {
         match self {
             Self::Cubic(inner) => inner.pacing_rate(),
             Self::DelayRate(inner) => inner.pacing_rate(),
+        }
+    }
+
+    fn in_slow_start(&self) -> bool {
+        match self {
+            Self::Cubic(inner) => inner.in_slow_start(),
+            Self::DelayRate(inner) => inner.in_slow_start(),
         }
     }
 }
