@@ -56,7 +56,7 @@ struct Params
     // Optional event.
     std::string event = "none"; ///< none | wifi-walk | lte-handover
     double eventAtS = 10;       ///< when the event starts (simulation seconds)
-    double walkSpeedMps = 5;    ///< wifi-walk: the station walks away from the AP at this speed
+    double walkSpeedMps = 20;   ///< wifi-walk: away from the AP; at 6 Mbit/s the link dies near 80-100 m
 };
 
 /// Per-direction counters of one link, measured where traffic enters and leaves it.
