@@ -91,6 +91,8 @@ class HybridBed:
     prefix: str | None = None
     scheduler: str = "round-robin"
     realtime_priority: bool = True
+    # Keep the work directory (configs, keys, daemon and ns-3 logs, reports).
+    keep_workdir: bool = False
 
     def __post_init__(self):
         unknown = [link for link in self.links if link not in LINK_TYPES]
@@ -224,6 +226,10 @@ class HybridBed:
         if self.testbed is not None:
             self.testbed.close()
             self.testbed = None
+        if getattr(self, "ns3_log", None) is not None:
+            self.ns3_log.close()
+        if not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 # Report ----------------------------------------------------------------------
@@ -290,9 +296,10 @@ def print_summary(summary: dict) -> None:
 
 def run(args) -> dict:
     with HybridBed(links=args.links.split(","), ns3_args=args.ns3_arg, prefix=args.prefix,
-                   scheduler=args.scheduler, realtime_priority=not args.no_rt_priority) as bed:
-        print(f"namespaces {bed.testbed.prefix}-{{client,server,sim}}, work directory {bed.workdir}",
-              flush=True)
+                   scheduler=args.scheduler, realtime_priority=not args.no_rt_priority,
+                   keep_workdir=args.keep_workdir) as bed:
+        kept = f", logs kept in {bed.workdir}" if args.keep_workdir else ""
+        print(f"namespaces {bed.testbed.prefix}-{{client,server,sim}}{kept}", flush=True)
         bed.start_daemons()
         print("tunnel up; transferring", flush=True)
         transfer = bed.transfer(args.bytes, args.direction, args.timeout)
@@ -322,6 +329,8 @@ def main() -> int:
                              "see build/mptund-ns3 --help)")
     parser.add_argument("--no-rt-priority", action="store_true",
                         help="run ns-3 at normal priority instead of SCHED_FIFO 20")
+    parser.add_argument("--keep-workdir", action="store_true",
+                        help="keep configs, keys and the daemons' and ns-3's logs")
     parser.add_argument("--json", help="write the full report (JSON) here")
     args = parser.parse_args()
     signal.signal(signal.SIGINT, signal.default_int_handler)
