@@ -198,9 +198,18 @@ class HybridBed:
                                      stdout=subprocess.PIPE, text=True)
             started.append((name, sender, receiver))
         results = {}
+        deadline = time.monotonic() + timeout + 10
         for name, sender, receiver in started:
-            sent, _ = sender.communicate(timeout=timeout + 10)
-            received, _ = receiver.communicate(timeout=timeout + 10)
+            while sender.poll() is None or receiver.poll() is None:
+                # ns-3 gone (HardLimit abort, crash) means no path is left: say so
+                # now rather than after the transfer's timeout.
+                if self.ns3.poll() is not None:
+                    raise HybridError(f"ns-3 exited with {self.ns3.returncode} during the transfer:\n"
+                                      + self.ns3_log_path.read_text()[-3000:])
+                if time.monotonic() > deadline:
+                    raise HybridError(f"transfer {name} did not finish within {timeout} s")
+                time.sleep(0.05)
+            sent, received = sender.stdout.read(), receiver.stdout.read()
             if sender.returncode or receiver.returncode:
                 raise HybridError(f"transfer {name} failed: sender {sender.returncode} {sent!r}, "
                                   f"receiver {receiver.returncode} {received!r}")

@@ -245,7 +245,7 @@ main(int argc, char* argv[])
     if (p.hardLimitMs > 0)
     {
         Config::SetDefault("ns3::RealtimeSimulatorImpl::SynchronizationMode", StringValue("HardLimit"));
-        Config::SetDefault("ns3::RealtimeSimulatorImpl::HardLimit", TimeValue(MilliSeconds(p.hardLimitMs)));
+        Config::SetDefault("ns3::RealtimeSimulatorImpl::HardLimit", TimeValue(Time::FromDouble(p.hardLimitMs, Time::MS)));
     }
 
     Ptr<Node> core = NewRouter();
@@ -287,7 +287,7 @@ main(int argc, char* argv[])
     }
     counters.WatchCore(core);
 
-    RealtimeMonitor monitor(MilliSeconds(p.lagSampleMs), Seconds(p.lagWarmupS), p.lagToleranceMs);
+    RealtimeMonitor monitor(Time::FromDouble(p.lagSampleMs, Time::MS), Seconds(p.lagWarmupS), p.lagToleranceMs);
     monitor.Start();
     if (!p.readyFile.empty())
     {
