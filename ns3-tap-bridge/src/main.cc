@@ -50,8 +50,11 @@ const Ipv4Mask kLanMask("255.255.255.0");
 /// tap (addresses, routes, moving it to another namespace). ConfigureLocal
 /// would make ns-3 create and address the tap itself, in its own namespace.
 /// All three modes run the tap-creator helper to open the device (see README).
+///
+/// With a non-empty `pcapDir`, the router's side of the LAN is captured to
+/// <pcapDir>/<tapName>-<node>-<device>.pcap: every frame between Linux and ns-3.
 uint32_t
-AttachTap(const std::string& tapName, Ptr<Node> router, Ipv4Address routerAddress)
+AttachTap(const std::string& tapName, Ptr<Node> router, Ipv4Address routerAddress, const std::string& pcapDir)
 {
     Ptr<Node> ghost = CreateObject<Node>();
     CsmaHelper csma;
@@ -65,6 +68,10 @@ AttachTap(const std::string& tapName, Ptr<Node> router, Ipv4Address routerAddres
     tapBridge.SetAttribute("Mode", StringValue("UseBridge"));
     tapBridge.SetAttribute("DeviceName", StringValue(tapName));
     tapBridge.Install(ghost, devices.Get(0));
+    if (!pcapDir.empty())
+    {
+        csma.EnablePcap(pcapDir + "/" + tapName, devices.Get(1), false);
+    }
 
     Ptr<Ipv4> ipv4 = router->GetObject<Ipv4>();
     uint32_t interface = ipv4->AddInterface(devices.Get(1));
@@ -203,6 +210,7 @@ main(int argc, char* argv[])
     cmd.AddValue("durationS", "stop after this many simulated seconds at the latest", p.durationS);
     cmd.AddValue("statsFile", "write the final counters (JSON) here as well as to stdout", p.statsFile);
     cmd.AddValue("readyFile", "written once every tap is open", p.readyFile);
+    cmd.AddValue("pcapDir", "capture each tap's LAN (router side) into this directory", p.pcapDir);
     cmd.AddValue("lagSampleMs", "interval of the wall-clock vs simulation-clock probe", p.lagSampleMs);
     cmd.AddValue("lagToleranceMs", "largest lag that still counts as keeping up with real time", p.lagToleranceMs);
     cmd.AddValue("lagWarmupS", "lag before this simulated time counts as start-up, reported apart", p.lagWarmupS);
@@ -249,7 +257,7 @@ main(int argc, char* argv[])
     }
 
     Ptr<Node> core = NewRouter();
-    AttachTap(p.serverTap, core, kCoreLanAddress);
+    AttachTap(p.serverTap, core, kCoreLanAddress, p.pcapDir);
     StaticRouting(core)->AddHostRouteTo(kServerPublicAddress, kServerTapAddress, 1);
 
     LinkCounterSet counters;
@@ -261,7 +269,7 @@ main(int argc, char* argv[])
         subnet << "198.18." << i << ".0";
         gateway << "198.18." << i << ".1";
         client << "198.18." << i << ".2";
-        AttachTap(name, access, Ipv4Address(gateway.str().c_str()));
+        AttachTap(name, access, Ipv4Address(gateway.str().c_str()), p.pcapDir);
         LinkContext ctx{p, i, access, core, Ipv4Address(subnet.str().c_str()), kLanMask,
                         Ipv4Address(client.str().c_str())};
         if (name == "lte")

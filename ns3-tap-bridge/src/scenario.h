@@ -30,6 +30,7 @@ struct Params
     double durationS = 600;             ///< hard stop of the simulation (seconds)
     std::string statsFile;              ///< JSON written at exit ("" = stdout only)
     std::string readyFile;              ///< touched once every tap is opened
+    std::string pcapDir;                ///< "" = no packet capture
     double lagSampleMs = 5;             ///< interval of the real-time lag probe
     double lagToleranceMs = 10;         ///< max lag that still counts as "kept up"
     double lagWarmupS = 1;              ///< lag before this is start-up, reported apart
