@@ -248,8 +248,9 @@ def mbit(nbytes: float, seconds: float) -> float:
 
 def summarise(links: list[str], transfer: dict, client: dict, ns3: dict) -> dict:
     """Per-path throughput over the transfer, from mptund's and from ns-3's counters.
-    Both are totals over the run divided by the transfer's duration; outside the
-    transfer only keepalives cross (about 100 bytes a second per path)."""
+    Both are totals over the run divided by the transfer's duration (the longer
+    one with --direction both); outside the transfer only keepalives cross
+    (about 100 bytes a second per path)."""
     seconds = max(result["receiver"]["seconds"] for result in transfer.values())
     session_paths = client["sessions"][0]["paths"] if client["sessions"] else client["idle_paths"]
     by_name = {path["name"]: path for path in session_paths}
