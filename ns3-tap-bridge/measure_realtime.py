@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import HybridBed, HybridError  # noqa: E402
+from ns3_hybrid import HybridBed, HybridError  # noqa: E402
 from mptund import CLIENT_TUN_ADDR  # noqa: E402
 
 HEADROOM_ARGS = ["--p2pRate=100Mbps", "--p2pDelay=10ms", "--wifiMode=OfdmRate54Mbps", "--lteRbs=50"]

@@ -7,7 +7,7 @@
 //              --statsFile=ns3.json --readyFile=ready
 //
 // The taps must exist (ip tuntap add mode tap) in the network namespace this
-// program runs in; see run.py, which also moves them to the client and server
+// program runs in; see ns3_hybrid.py, which also moves them to the client and server
 // namespaces once they are open. Stops on SIGTERM/SIGINT or after --durationS,
 // then prints its counters as JSON.
 #include "monitor.h"

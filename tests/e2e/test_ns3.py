@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "ns3-tap-bridge"))
-from run import NS3_PROGRAM, HybridBed  # noqa: E402
+from ns3_hybrid import NS3_PROGRAM, HybridBed  # noqa: E402
 
 LINKS = ["lte", "wifi", "p2p"]
 BYTES_EACH_WAY = 3_000_000

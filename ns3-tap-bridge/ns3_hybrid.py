@@ -2,7 +2,7 @@
 """Hybrid emulation: mptund's uplinks cross ns-3 (LTE, Wi-Fi, point-to-point).
 
     sudo ns3-tap-bridge/run.sh                                   # build, run, report
-    sudo python3 ns3-tap-bridge/run.py --bytes 20000000 --direction both \\
+    sudo python3 ns3-tap-bridge/ns3_hybrid.py --bytes 20000000 --direction both \\
          --ns3-arg=--p2pRate=8Mbps --ns3-arg=--event=wifi-walk --ns3-arg=--eventAtS=5
 
 Layout (all addresses the kernels see are in 198.18.0.0/15; see README.md):
