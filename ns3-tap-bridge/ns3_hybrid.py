@@ -248,10 +248,15 @@ def mbit(nbytes: float, seconds: float) -> float:
 
 def summarise(links: list[str], transfer: dict, client: dict, ns3: dict) -> dict:
     """Per-path throughput over the transfer, from mptund's and from ns-3's counters.
-    Both are totals over the run divided by the transfer's duration (the longer
-    one with --direction both); outside the transfer only keepalives cross
-    (about 100 bytes a second per path)."""
-    seconds = max(result["receiver"]["seconds"] for result in transfer.values())
+    Both are totals over the run divided by the transfer's duration (each
+    direction's own with --direction both; its bytes then include the other
+    transfer's acknowledgements, a few percent); outside the
+    transfer only keepalives cross (about 100 bytes a second per path)."""
+    seconds_of = {name: result["receiver"]["seconds"] for name, result in transfer.items()}
+    # Each direction over its own transfer's duration; with a one-way transfer
+    # the other direction (acknowledgements) over that transfer's.
+    up_s = seconds_of.get("up", seconds_of.get("down"))
+    down_s = seconds_of.get("down", seconds_of.get("up"))
     session_paths = client["sessions"][0]["paths"] if client["sessions"] else client["idle_paths"]
     by_name = {path["name"]: path for path in session_paths}
     paths = []
@@ -260,12 +265,12 @@ def summarise(links: list[str], transfer: dict, client: dict, ns3: dict) -> dict
         link = ns3["links"][name]
         paths.append({
             "name": name,
-            "mptund_up_mbit": round(mbit(path.get("sent_bytes", 0), seconds), 3),
-            "mptund_down_mbit": round(mbit(path.get("received_bytes", 0), seconds), 3),
+            "mptund_up_mbit": round(mbit(path.get("sent_bytes", 0), up_s), 3),
+            "mptund_down_mbit": round(mbit(path.get("received_bytes", 0), down_s), 3),
             "mptund_srtt_ms": path.get("srtt_ms"),
             "mptund_lost_packets": path.get("lost_packets"),
-            "ns3_up_mbit": round(mbit(link["up"]["delivered_bytes"], seconds), 3),
-            "ns3_down_mbit": round(mbit(link["down"]["delivered_bytes"], seconds), 3),
+            "ns3_up_mbit": round(mbit(link["up"]["delivered_bytes"], up_s), 3),
+            "ns3_down_mbit": round(mbit(link["down"]["delivered_bytes"], down_s), 3),
             "ns3_up_packets": link["up"]["delivered_packets"],
             "ns3_down_packets": link["down"]["delivered_packets"],
             "ns3_up_lost": link["up"]["offered_packets"] - link["up"]["delivered_packets"],
