@@ -15,3 +15,6 @@ python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
 command -v cargo >/dev/null || { echo "cargo is missing: install Rust (https://rustup.rs)" >&2; exit 1; }
 modprobe tun 2>/dev/null || true
 [ -c /dev/net/tun ] || { echo "/dev/net/tun is missing: the kernel needs TUN support" >&2; exit 1; }
+# ns-3 for the hybrid emulation test (tests/e2e/test_ns3.py): Debian's libns3-dev
+# and ns3, the TapBridge helper link, and the scenario program's build.
+"$(dirname "$0")/../ns3-tap-bridge/setup.sh"
