@@ -40,6 +40,7 @@ drop_reasons! {
     NoUsablePath => "no_usable_path", "The scheduler found no path that could take the packet.";
     SendQueueFull => "send_queue_full", "Every path was full and so was the send queue in front of them.";
     SendQueueSojourn => "send_queue_sojourn", "A packet waited in the send queue longer than its sojourn limit.";
+    ResendExpired => "resend_expired", "A lost packet waited for a free path longer than the receiver holds a gap for it.";
     SendQueueAqm => "send_queue_aqm", "CoDel dropped a packet from a standing send queue to slow the inner flow down.";
     Duplicate => "duplicate", "A copy of an inner packet that was already delivered or is buffered.";
     TooOld => "too_old", "An inner packet older than the reorder buffer remembers.";

@@ -164,6 +164,7 @@ pub struct Session {
     /// Runs of sequence numbers lost with no path to re-send them on, for the peer.
     given_up: Vec<(SeqNo, u16)>,
     send_queue: send::SendQueue,
+    resend_queue: send::ResendQueue,
     epoch: Instant,
     pub established: Instant,
     pub last_received: Instant,
@@ -224,6 +225,7 @@ impl Session {
             copies: Vec::with_capacity(256),
             given_up: Vec::with_capacity(send::MAX_GIVEN_UP_RUNS),
             send_queue: send::SendQueue::new(settings.send_queue),
+            resend_queue: send::ResendQueue::new(),
             paths,
             epoch: now,
             established: now,
@@ -350,7 +352,7 @@ impl Session {
             let session = self.local_id.0;
             self.lost.clear();
             let entered = self.paths[index].handle_timeout(now, &mut self.lost, session);
-            self.reinject_lost(now, index, pool, drops, out);
+            self.reinject_lost(now, index, send::Resend::InTurn, pool, drops, out);
             match entered {
                 Some(Liveness::Suspect) => self.reinject_copies(now, index, pool, out),
                 Some(Liveness::Down) => {
@@ -402,6 +404,7 @@ impl Session {
             pool.recycle(packet);
         }
         self.send_queue.recycle_all(pool);
+        self.resend_queue.recycle_all(pool);
         for path in &mut self.paths {
             path.recycle_in_flight(pool);
         }

@@ -89,6 +89,40 @@ impl SendQueue {
     }
 }
 
+/// How a re-sent packet competes for the paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Resend {
+    /// Its path died or went quiet: it goes out now, windows or not. The receiver
+    /// holds a gap for it, and the dead path's share of the windows is free.
+    Urgent,
+    /// A congestion loss: first in line, but it waits for a window like any packet.
+    /// Ignoring windows here would answer congestion with more traffic.
+    InTurn,
+}
+
+/// Lost packets waiting for a window, first in line for the paths.
+pub(super) struct ResendQueue {
+    packets: VecDeque<(Instant, SeqNo, Packet)>,
+}
+
+impl ResendQueue {
+    /// A congestion loss burst is at most a window; a window of a fast path is a
+    /// few hundred packets.
+    const CAPACITY: usize = 1024;
+
+    pub fn new() -> Self {
+        Self {
+            packets: VecDeque::with_capacity(Self::CAPACITY),
+        }
+    }
+
+    pub fn recycle_all(&mut self, pool: &mut BufferPool) {
+        for (_, _, packet) in self.packets.drain(..) {
+            pool.recycle(packet);
+        }
+    }
+}
+
 /// Where an inner packet goes and under which sequence number.
 enum Placement {
     Sent,
@@ -106,9 +140,9 @@ impl Session {
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
-        if self.send_queue.packets.is_empty() {
+        if self.send_queue.packets.is_empty() && self.resend_queue.packets.is_empty() {
             let seq = self.next_seq;
-            match self.place(now, packet, seq, None, pool, out) {
+            match self.place(now, packet, seq, None, false, pool, out) {
                 Placement::Sent => self.next_seq = seq.next(),
                 Placement::Held(packet) => self.enqueue(now, packet, pool, drops),
             }
@@ -145,6 +179,9 @@ impl Session {
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
+        if !self.drain_resend_queue(now, pool, drops, out) {
+            return;
+        }
         while let Some((queued_at, _)) = self.send_queue.packets.front() {
             let sojourn = now.saturating_duration_since(*queued_at);
             let queued = self.send_queue.packets.len();
@@ -187,7 +224,7 @@ impl Session {
                 break;
             };
             let seq = self.next_seq;
-            match self.place(now, packet, seq, None, pool, out) {
+            match self.place(now, packet, seq, None, false, pool, out) {
                 Placement::Sent => self.next_seq = seq.next(),
                 Placement::Held(packet) => {
                     self.send_queue.push_front(queued_at, packet);
@@ -202,11 +239,59 @@ impl Session {
         }
     }
 
+    /// Sends the lost packets waiting for a window, oldest first; those that waited
+    /// longer than the receiver holds a gap are given up. True when the queue is
+    /// empty afterwards, so new packets may follow.
+    fn drain_resend_queue(
+        &mut self,
+        now: Instant,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) -> bool {
+        let useful_for = self.settings.reorder.max_hold;
+        while let Some((queued_at, seq, packet)) = self.resend_queue.packets.pop_front() {
+            if now.saturating_duration_since(queued_at) >= useful_for {
+                pool.recycle(packet);
+                drops.record(
+                    now,
+                    DropReason::ResendExpired,
+                    &"a lost packet waited for a window longer than the receiver waits for it",
+                );
+                self.give_up(seq);
+                continue;
+            }
+            match self.place(now, packet, seq, None, false, pool, out) {
+                Placement::Sent => self.counters.reinjected += 1,
+                Placement::Held(packet) => {
+                    self.resend_queue
+                        .packets
+                        .push_front((queued_at, seq, packet));
+                    break;
+                }
+            }
+        }
+        self.send_given_up(now, pool, out);
+        self.resend_queue.packets.is_empty()
+    }
+
     /// When the head of the send queue must be looked at again: when a pacer lets
     /// it go, or when it has waited too long.
     pub(super) fn send_queue_deadline(&self) -> Option<Instant> {
-        let (queued_at, _) = self.send_queue.packets.front()?;
-        let expiry = *queued_at + self.send_queue.config.max_sojourn;
+        let resend_expiry = self
+            .resend_queue
+            .packets
+            .front()
+            .map(|(queued_at, _, _)| *queued_at + self.settings.reorder.max_hold);
+        let send_expiry = self
+            .send_queue
+            .packets
+            .front()
+            .map(|(queued_at, _)| *queued_at + self.send_queue.config.max_sojourn);
+        let expiry = match (resend_expiry, send_expiry) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
         let pacing = self
             .paths
             .iter()
@@ -215,10 +300,15 @@ impl Session {
         Some(pacing.map_or(expiry, |at| at.min(expiry)))
     }
 
-    /// Fills the scheduler's views; a reinjection (`exclude` names the path that lost
-    /// the packet) ignores windows and pacing: it replaces data a dead path swallowed,
-    /// and the receiver is holding a gap for it.
-    fn refresh_views(&mut self, now: Instant, len: usize, exclude: Option<PathId>) {
+    /// Fills the scheduler's views, without the path `exclude` (the one that lost a
+    /// re-sent packet); an urgent re-send ignores windows and pacing (see [`Resend`]).
+    fn refresh_views(
+        &mut self,
+        now: Instant,
+        len: usize,
+        exclude: Option<PathId>,
+        ignore_windows: bool,
+    ) {
         self.views.clear();
         let path_timeout = self.settings.path_timeout;
         for path in &mut self.paths {
@@ -226,7 +316,7 @@ impl Session {
                 continue;
             }
             let mut view = path.view(now, path_timeout, len);
-            if exclude.is_some() {
+            if ignore_windows {
                 view.cwnd_bytes = None;
                 view.pacing_ready = true;
             }
@@ -242,10 +332,11 @@ impl Session {
         packet: Packet,
         seq: SeqNo,
         exclude: Option<PathId>,
+        ignore_windows: bool,
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) -> Placement {
-        self.refresh_views(now, packet.len(), exclude);
+        self.refresh_views(now, packet.len(), exclude, ignore_windows);
         let info = PacketInfo {
             len: packet.len(),
             class: classify(packet.bytes()),
@@ -262,7 +353,14 @@ impl Session {
         let pick = match fastest.iter().next() {
             Some(only) if fastest.len() == 1 => Pick::One(only),
             Some(_) => Pick::Many(fastest),
-            None => self.scheduler.pick(now, &info, &self.views),
+            None => match self.scheduler.pick(now, &info, &self.views) {
+                // A re-sent packet goes once: copies of copies of a packet lost to
+                // congestion would multiply with every loss.
+                Pick::Many(set) if exclude.is_some() => {
+                    set.iter().next().map_or(Pick::Hold, Pick::One)
+                }
+                pick => pick,
+            },
         };
         match pick {
             Pick::One(id) => match self.path_index(id) {
@@ -585,6 +683,7 @@ impl Session {
         &mut self,
         now: Instant,
         index: usize,
+        urgency: Resend,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
@@ -597,7 +696,7 @@ impl Session {
             let Some(kept) = self.paths[index].take_kept(packet.pn, pool) else {
                 continue;
             };
-            if !self.reinject(now, index, kept, pool, out) {
+            if !self.reinject(now, index, kept, urgency, pool, out) {
                 drops.record(
                     now,
                     DropReason::NoUsablePath,
@@ -671,7 +770,7 @@ impl Session {
         self.paths[index].copy_uncopied(pool, &mut copies);
         for copy in copies.drain(..) {
             // A copy that finds no path is no loss: the original is still in flight.
-            self.reinject(now, index, copy, pool, out);
+            self.reinject(now, index, copy, Resend::Urgent, pool, out);
         }
         self.copies = copies;
     }
@@ -687,18 +786,20 @@ impl Session {
     ) {
         self.lost.clear();
         self.paths[index].probe.drain_in_flight(&mut self.lost);
-        self.reinject_lost(now, index, pool, drops, out);
+        self.reinject_lost(now, index, Resend::Urgent, pool, drops, out);
         self.paths[index].recycle_in_flight(pool);
     }
 
     /// Opens a datagram this side sealed for path `from`, and sends its inner packet
-    /// again under the same sequence number on another path; false when no other path
-    /// could take it (the packet is recycled).
+    /// again under the same sequence number on another path, or queues it for the
+    /// next free window ([`Resend::InTurn`]); false when it can go nowhere (the packet
+    /// is recycled).
     fn reinject(
         &mut self,
         now: Instant,
         from: usize,
         mut sealed: Packet,
+        urgency: Resend,
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) -> bool {
@@ -748,9 +849,19 @@ impl Session {
         sealed.set_range(HEADROOM, HEADROOM + inner);
         self.paths[from].reinjected_away += 1;
         let exclude = Some(self.paths[from].id);
-        match self.place(now, sealed, SeqNo(meta.seq), exclude, pool, out) {
+        let seq = SeqNo(meta.seq);
+        let urgent = urgency == Resend::Urgent;
+        match self.place(now, sealed, seq, exclude, urgent, pool, out) {
             Placement::Sent => {
                 self.counters.reinjected += 1;
+                true
+            }
+            Placement::Held(packet) if !urgent && self.has_other_usable_path(now, from) => {
+                if self.resend_queue.packets.len() >= ResendQueue::CAPACITY {
+                    pool.recycle(packet);
+                    return false;
+                }
+                self.resend_queue.packets.push_back((now, seq, packet));
                 true
             }
             Placement::Held(packet) => {
@@ -758,6 +869,14 @@ impl Session {
                 false
             }
         }
+    }
+
+    /// Whether a path other than `index` is Up: a queued re-send can only go there.
+    fn has_other_usable_path(&self, now: Instant, index: usize) -> bool {
+        let path_timeout = self.settings.path_timeout;
+        self.paths.iter().enumerate().any(|(other, path)| {
+            other != index && path.scheduler_state(now, path_timeout) == mptund_sched::PathState::Up
+        })
     }
 
     /// Takes back a sent datagram: data is kept until acknowledged, the rest recycled.
