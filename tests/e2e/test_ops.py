@@ -464,7 +464,7 @@ def test_two_clients_through_one_server_are_byte_exact_and_isolated():
 
             # Different sizes each way, so the server's per-session counters show
             # whose bytes went where.
-            sizes = {"a": (6_000_000, 4_000_000), "b": (10_000_000, 8_000_000)}
+            sizes = {"a": (4_000_000, 3_000_000), "b": (10_000_000, 8_000_000)}
             transfers = []
             for index, name in enumerate(("a", "b")):
                 ns, address = clients[name]
@@ -489,10 +489,14 @@ def test_two_clients_through_one_server_are_byte_exact_and_isolated():
                 down, up = sizes[name]
                 sent = sum(p["sent_bytes"] for p in sessions[name]["paths"])
                 received = sum(p["received_bytes"] for p in sessions[name]["paths"])
-                # Each session carried its own client's bytes and not the other's:
-                # a's figures are far below b's transfer sizes.
-                assert down <= sent < down * 1.25, (name, sent)
-                assert up <= received < up * 1.25, (name, received)
+                # Each session carried its own client's bytes (plus headers,
+                # acknowledgements and retransmissions of the shaped links)...
+                assert down <= sent < down * 1.5, (name, sent)
+                assert up <= received < up * 1.5, (name, received)
+            # ...and not the other's: a's session stayed below b's transfers alone.
+            a_sent = sum(p["sent_bytes"] for p in sessions["a"]["paths"])
+            a_received = sum(p["received_bytes"] for p in sessions["a"]["paths"])
+            assert a_sent < sizes["b"][0] and a_received < sizes["b"][1]
             # Each client's remote addresses are its own uplinks.
             assert {p["remote"].split(":")[0] for p in sessions["a"]["paths"]} == \
                 {"198.18.1.2", "198.18.2.2"}
