@@ -79,6 +79,8 @@ class DaemonPair:
     congestion_controller: str = "cubic"
     reorder_adaptive: bool = True
     duplicate_latency_critical: bool = False
+    # Serve Prometheus metrics on this port of each namespace's loopback (None: off).
+    metrics_port: int | None = None
 
     def __post_init__(self):
         self.binary = mptund_binary()
@@ -106,6 +108,11 @@ class DaemonPair:
                   f"adaptive = {toml_bool(self.reorder_adaptive)}\n"
                   f'\n[congestion]\ncontroller = "{self.congestion_controller}"\n'
                   f"\n[log]\nstats_interval_ms = {self.stats_interval_ms}\n")
+        if self.metrics_port is not None:
+            common += f'\n[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
+        # Each daemon's control socket in the work directory, so that parallel runs
+        # never meet in /run/mptund.
+        control = lambda side: f'\n[control]\nsocket = "{self.workdir / (side + ".sock")}"\n'
         client_addresses = [f"{CLIENT_TUN_ADDR}/24"] + ([f"{CLIENT_TUN_ADDR6}/64"] if self.inner_ipv6 else [])
         server_addresses = [f"{SERVER_TUN_ADDR}/24"] + ([f"{SERVER_TUN_ADDR6}/64"] if self.inner_ipv6 else [])
         allowed = [f"{CLIENT_TUN_ADDR}/32"] + ([f"{CLIENT_TUN_ADDR6}/128"] if self.inner_ipv6 else [])
@@ -114,14 +121,14 @@ class DaemonPair:
             'mode = "client"\nprivate_key_file = "client.key"\n'
             f'\n[tun]\nname = "mpt0"\naddresses = {json.dumps(client_addresses)}\n'
             f'\n[server]\nendpoint = "{SERVER_PUBLIC_ADDR}:{SERVER_PORT}"\npublic_key = "{server_pub}"\n'
-            + paths + common)
+            + paths + common + control("client"))
         server = self.workdir / "server.toml"
         server.write_text(
             f'mode = "server"\nprivate_key_file = "server.key"\nlisten = "0.0.0.0:{SERVER_PORT}"\n'
             f'\n[tun]\nname = "mpt0"\naddresses = {json.dumps(server_addresses)}\n'
             f'\n[[peer]]\nname = "client"\npublic_key = "{client_pub}"\n'
             f'allowed_ips = {json.dumps(allowed)}\n'
-            + common)
+            + common + control("server"))
         return client, server
 
     def start(self, timeout: float = 15.0) -> None:
@@ -175,6 +182,10 @@ class DaemonPair:
                 raise RuntimeError(f"mptund {name} exited with {code}:\n{self.log(name)}")
         return (json.loads((self.workdir / "client-stats.json").read_text()),
                 json.loads((self.workdir / "server-stats.json").read_text()))
+
+    def control_socket(self, side: str) -> Path:
+        """Where the `side` daemon's control socket is (`mptund status --socket`)."""
+        return self.workdir / f"{side}.sock"
 
     def snapshot(self, side: str) -> dict | None:
         """The daemon's latest periodic report (`--stats-file`), if written yet."""

@@ -32,6 +32,19 @@ enum Command {
         #[arg(long)]
         stats_file: Option<PathBuf>,
     },
+    /// Show the running daemon's sessions and paths (from its control socket).
+    Status {
+        /// The daemon's control socket. Default: the one its configuration names, else
+        /// the only socket in /run/mptund.
+        #[arg(long, conflicts_with = "config")]
+        socket: Option<PathBuf>,
+        /// The daemon's configuration file, to find its control socket.
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+        /// Print the full report as JSON (as `--stats-file` writes it), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate a configuration file without touching the system.
     CheckConfig {
         /// The configuration file.
@@ -61,6 +74,43 @@ fn main() -> ExitCode {
                     tracing::error!("{error:#}");
                     fail(&format!("{error:#}"))
                 }
+            }
+        }
+        Command::Status {
+            socket,
+            config,
+            json,
+        } => {
+            let socket = match (socket, config) {
+                (Some(socket), _) => socket,
+                (None, Some(file)) => match config::load(&file) {
+                    Ok(loaded) => match &loaded.config.control().socket {
+                        Some(socket) => socket.clone(),
+                        None => {
+                            return fail(&format!(
+                            "{}: the control socket is switched off ([control] enabled = false)",
+                            file.display()
+                        ))
+                        }
+                    },
+                    Err(error) => return fail(&error),
+                },
+                (None, None) => match only_control_socket() {
+                    Ok(socket) => socket,
+                    Err(error) => return fail(&error),
+                },
+            };
+            let request = if json { "status json" } else { "status" };
+            match daemon::query_control_socket(&socket, request) {
+                Ok(answer) if answer.starts_with("error:") => fail(&answer.trim_end()),
+                Ok(answer) => {
+                    print!("{answer}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => fail(&format!(
+                    "{}: {error} (is the daemon running? as root?)",
+                    socket.display()
+                )),
             }
         }
         Command::CheckConfig { file } => match config::load(&file) {
@@ -98,6 +148,37 @@ fn main() -> ExitCode {
                 Err(error) => fail(&format!("standard input: {error}")),
             }
         }
+    }
+}
+
+/// The control socket when none is named: the only one in the default directory.
+fn only_control_socket() -> Result<PathBuf, String> {
+    let dir = std::path::Path::new(config::DEFAULT_CONTROL_DIR);
+    let mut sockets: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|error| {
+            format!(
+                "{}: {error}; name the daemon with --config or --socket",
+                dir.display()
+            )
+        })?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sock"))
+        .collect();
+    sockets.sort();
+    match sockets.len() {
+        1 => Ok(sockets.remove(0)),
+        0 => Err(format!(
+            "no control socket in {}: is mptund running? Name it with --config or --socket",
+            dir.display()
+        )),
+        _ => Err(format!(
+            "several daemons run here ({}); choose one with --config or --socket",
+            sockets
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 

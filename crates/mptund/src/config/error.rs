@@ -216,8 +216,11 @@ const TOP_LEVEL_CLIENT: &[&str] = &[
     "path",
     "scheduler",
     "reorder",
+    "congestion",
     "timers",
     "log",
+    "metrics",
+    "control",
 ];
 /// Keys of the top level of a server configuration.
 const TOP_LEVEL_SERVER: &[&str] = &[
@@ -228,8 +231,11 @@ const TOP_LEVEL_SERVER: &[&str] = &[
     "peer",
     "scheduler",
     "reorder",
+    "congestion",
     "timers",
     "log",
+    "metrics",
+    "control",
 ];
 
 /// Advice for a key that does not exist here; `field` is its dotted path.

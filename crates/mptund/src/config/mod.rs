@@ -99,6 +99,14 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(180);
 /// Default `log.stats_interval_ms`.
 pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(10);
+/// Address the metrics endpoint listens on when `[metrics]` gives none:
+/// loopback only, so nothing is exposed beyond the host unless asked for.
+/// 9477 is free in the Prometheus default port allocations list.
+pub const DEFAULT_METRICS_LISTEN: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9477);
+/// Directory of the control sockets when `[control] socket` is not set: the
+/// systemd unit's `RuntimeDirectory=mptund`.
+pub const DEFAULT_CONTROL_DIR: &str = "/run/mptund";
 /// Most `[[path]]` tables a client may have.
 pub const MAX_PATHS: usize = 64;
 
@@ -117,6 +125,22 @@ impl Config {
         match self {
             Config::Client(c) => &c.source,
             Config::Server(s) => &s.source,
+        }
+    }
+
+    /// The Prometheus endpoint settings.
+    pub fn metrics(&self) -> &MetricsConfig {
+        match self {
+            Config::Client(c) => &c.metrics,
+            Config::Server(s) => &s.metrics,
+        }
+    }
+
+    /// The control socket settings.
+    pub fn control(&self) -> &ControlConfig {
+        match self {
+            Config::Client(c) => &c.control,
+            Config::Server(s) => &s.control,
         }
     }
 
@@ -246,6 +270,33 @@ pub struct LogConfig {
     pub stats_interval: Option<Duration>,
 }
 
+/// The `[metrics]` table: the Prometheus endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// Where `/metrics` is served over HTTP; `None` when switched off (no
+    /// `[metrics]` table, or `enabled = false`).
+    pub listen: Option<SocketAddr>,
+}
+
+/// The `[control]` table: the Unix socket `mptund status` reads from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlConfig {
+    /// The socket's path; `None` when switched off (`enabled = false`).
+    /// Default: `/run/mptund/<configuration file name without .toml>.sock`.
+    pub socket: Option<PathBuf>,
+}
+
+/// The control socket a configuration file gets when `[control]` does not
+/// name one: `/run/mptund/<file stem>.sock`, so the systemd instance
+/// `mptund@client` (reading `/etc/mptund/client.toml`) answers on
+/// `/run/mptund/client.sock`.
+pub fn default_control_socket(config_file: &Path) -> PathBuf {
+    let stem = config_file
+        .file_stem()
+        .map_or_else(|| "mptund".into(), |stem| stem.to_string_lossy());
+    Path::new(DEFAULT_CONTROL_DIR).join(format!("{stem}.sock"))
+}
+
 /// A configuration with `mode = "client"`.
 #[derive(Clone, PartialEq)]
 pub struct ClientConfig {
@@ -271,6 +322,10 @@ pub struct ClientConfig {
     pub timers: Timers,
     /// Logging.
     pub log: LogConfig,
+    /// Prometheus endpoint.
+    pub metrics: MetricsConfig,
+    /// Control socket.
+    pub control: ControlConfig,
 }
 
 /// One `[[peer]]` table of a server: a client allowed to connect.
@@ -309,6 +364,10 @@ pub struct ServerConfig {
     pub timers: Timers,
     /// Logging.
     pub log: LogConfig,
+    /// Prometheus endpoint.
+    pub metrics: MetricsConfig,
+    /// Control socket.
+    pub control: ControlConfig,
 }
 
 /// Placeholder printed by `Debug` instead of private key bytes.
@@ -336,6 +395,8 @@ impl fmt::Debug for ClientConfig {
             .field("reorder", &self.reorder)
             .field("timers", &self.timers)
             .field("log", &self.log)
+            .field("metrics", &self.metrics)
+            .field("control", &self.control)
             .finish()
     }
 }
@@ -353,6 +414,8 @@ impl fmt::Debug for ServerConfig {
             .field("reorder", &self.reorder)
             .field("timers", &self.timers)
             .field("log", &self.log)
+            .field("metrics", &self.metrics)
+            .field("control", &self.control)
             .finish()
     }
 }

@@ -28,6 +28,8 @@ pub(super) struct RawClient {
     pub congestion: Option<Sp<RawCongestion>>,
     pub timers: Option<Sp<RawTimers>>,
     pub log: Option<Sp<RawLog>>,
+    pub metrics: Option<Sp<RawMetrics>>,
+    pub control: Option<Sp<RawControl>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -45,6 +47,8 @@ pub(super) struct RawServer {
     pub congestion: Option<Sp<RawCongestion>>,
     pub timers: Option<Sp<RawTimers>>,
     pub log: Option<Sp<RawLog>>,
+    pub metrics: Option<Sp<RawMetrics>>,
+    pub control: Option<Sp<RawControl>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,4 +134,20 @@ pub(super) struct RawTimers {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawLog {
     pub stats_interval_ms: Option<Sp<i64>>,
+}
+
+/// `[metrics]`: the Prometheus endpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub enabled: Option<Sp<bool>>,
+    pub listen: Option<Sp<String>>,
+}
+
+/// `[control]`: the control socket `mptund status` talks to.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawControl {
+    pub enabled: Option<Sp<bool>>,
+    pub socket: Option<Sp<String>>,
 }

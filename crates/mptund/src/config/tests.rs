@@ -243,10 +243,20 @@ fn examples_commented_fields_are_real() {
             "# endpoint = \"[2001:db8::1]:51900\"",
             "endpoint = \"198.18.0.2:51900\"",
         )
-        .replace("# backup = false", "backup = false");
+        .replace("# backup = false", "backup = false")
+        .replace("# enabled = true", "enabled = true")
+        .replace(
+            "# socket = \"/run/mptund/client.sock\"",
+            "socket = \"/run/mptund/client.sock\"",
+        );
     let config = client(parse("client.toml", &client_text, &dir.path).unwrap());
     assert_eq!(config.tun.mtu, Some(1400));
     assert_eq!(config.paths[0].endpoint, addr("198.18.0.2:51900"));
+    assert_eq!(config.metrics.listen, Some(DEFAULT_METRICS_LISTEN));
+    assert_eq!(
+        config.control.socket,
+        Some(PathBuf::from("/run/mptund/client.sock"))
+    );
     let server_text = SERVER_EXAMPLE.replace("# mtu = 1400", "mtu = 1400");
     assert_eq!(
         server(parse("server.toml", &server_text, &dir.path).unwrap())
@@ -283,6 +293,34 @@ fn minimal_client_gets_defaults() {
     );
     assert_eq!(config.log.stats_interval, Some(DEFAULT_STATS_INTERVAL));
     assert_eq!(config.paths[0].endpoint, addr("198.18.0.1:51900"));
+}
+
+#[test]
+fn metrics_off_and_control_socket_named_after_the_file_by_default() {
+    let dir = KeyDir::new();
+    let config = client(parse("/etc/mptund/train.toml", MINIMAL_CLIENT, &dir.path).unwrap());
+    assert_eq!(config.metrics, MetricsConfig { listen: None });
+    assert_eq!(
+        config.control.socket,
+        Some(PathBuf::from("/run/mptund/train.sock"))
+    );
+}
+
+#[test]
+fn metrics_and_control_tables() {
+    let dir = KeyDir::new();
+    let text = format!("{MINIMAL_SERVER}[metrics]\n[control]\nsocket = \"ctl.sock\"\n");
+    let config = server(parse("server.toml", &text, &dir.path).unwrap());
+    assert_eq!(config.metrics.listen, Some(DEFAULT_METRICS_LISTEN));
+    assert_eq!(config.control.socket, Some(dir.path.join("ctl.sock")));
+    let text =
+        format!("{MINIMAL_SERVER}[metrics]\nlisten = \"[::]:9100\"\n[control]\nenabled = false\n");
+    let config = server(parse("server.toml", &text, &dir.path).unwrap());
+    assert_eq!(config.metrics.listen, Some(addr("[::]:9100")));
+    assert_eq!(config.control.socket, None);
+    let text = format!("{MINIMAL_SERVER}[metrics]\nenabled = false\nlisten = \"127.0.0.1:1\"\n");
+    let config = server(parse("server.toml", &text, &dir.path).unwrap());
+    assert_eq!(config.metrics.listen, None);
 }
 
 #[test]
@@ -511,6 +549,11 @@ fn broken_configs() -> Vec<Broken> {
         c("session timeout shorter than path timeout", format!("{MINIMAL_CLIENT}[timers]\nsession_timeout_ms = 2000\n"), Some(13), "timers.session_timeout_ms", "shorter than path_timeout_ms (3000)", "at least 3000"),
         c("server timer in a client", format!("{MINIMAL_CLIENT}[timers]\nsession_idle_timeout_ms = 60000\n"), Some(13), "timers.session_idle_timeout_ms", "not a client setting", "the client counterpart is `session_timeout_ms`"),
         c("stats interval out of range", format!("{MINIMAL_CLIENT}[log]\nstats_interval_ms = 10\n"), Some(13), "log.stats_interval_ms", "10 ms is out of range", "1000 to 86400000"),
+        c("metrics listen not an address", format!("{MINIMAL_CLIENT}[metrics]\nlisten = \"localhost:9477\"\n"), Some(13), "metrics.listen", "\"localhost:9477\" is not an address:port", "\"127.0.0.1:9477\""),
+        c("metrics listen port 0", format!("{MINIMAL_CLIENT}[metrics]\nlisten = \"127.0.0.1:0\"\n"), Some(13), "metrics.listen", "cannot be listened on", "and a port"),
+        c("metrics field misspelt", format!("{MINIMAL_CLIENT}[metrics]\nlisen = \"127.0.0.1:9477\"\n"), Some(13), "metrics.lisen", "unknown field `lisen`", "did you mean `listen`?"),
+        c("empty control socket", format!("{MINIMAL_CLIENT}[control]\nsocket = \"\"\n"), Some(13), "control.socket", "is empty", "enabled = false"),
+        c("control socket path too long", format!("{MINIMAL_CLIENT}[control]\nsocket = \"/run/{}.sock\"\n", "x".repeat(120)), Some(13), "control.socket", "more than a Unix socket path may be", "shorter path"),
         s("missing listen", server_with("listen = \"0.0.0.0:51900\"\n", ""), None, "listen", "required field `listen` is missing", "listen = \"0.0.0.0:51900\""),
         s("listen with DNS name", server_with("0.0.0.0:51900", "localhost:51900"), Some(3), "listen", "is a host name", "DNS names are not resolved"),
         s("client field in a server", server_with("[tun]", "[server]\nendpoint = \"198.18.0.1:51900\"\n[tun]"), Some(4), "server", "unknown field `server`", "belongs in a client configuration"),

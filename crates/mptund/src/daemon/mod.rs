@@ -3,6 +3,12 @@
 //! protocol decisions are the core's ([`crate::session`]); this module only reads the
 //! clock, performs syscalls and reports what the core asks it to.
 
+mod control;
+mod metrics;
+mod notify;
+mod ops;
+mod reload;
+mod status;
 mod tun;
 mod udp;
 
@@ -26,8 +32,11 @@ use crate::session::{
     PeerSettings, Received, SendQueueConfig, ServerCore, ServerSettings, SessionSettings,
 };
 use mptund_probe::ProbeConfig;
+use ops::{Ops, OpsReady};
 use udp::{Binding, PathSocket};
 
+pub use control::query as query_control_socket;
+pub use metrics::render as render_metrics;
 pub use udp::interface_mtu;
 
 /// Packets read from the TUN per wake-up before the sockets get their turn.
@@ -51,16 +60,16 @@ pub struct RunOptions {
     pub stats_file: Option<PathBuf>,
 }
 
-/// Runs the daemon until SIGTERM or SIGINT.
+/// Runs the daemon until SIGTERM or SIGINT; SIGHUP re-reads the configuration.
 pub fn run(config: Config, options: RunOptions) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        match config {
-            Config::Client(config) => run_client(config, options).await,
-            Config::Server(config) => run_server(config, options).await,
+        match &config {
+            Config::Client(client) => run_client(client.clone(), &config, options).await,
+            Config::Server(server) => run_server(server.clone(), &config, options).await,
         }
     })
 }
@@ -138,7 +147,11 @@ fn session_settings(
     }
 }
 
-async fn run_client(config: ClientConfig, options: RunOptions) -> anyhow::Result<()> {
+async fn run_client(
+    config: ClientConfig,
+    whole: &Config,
+    options: RunOptions,
+) -> anyhow::Result<()> {
     let mut link_mtus = Vec::new();
     for path in &config.paths {
         let link_mtu = match &path.interface {
@@ -197,12 +210,22 @@ async fn run_client(config: ClientConfig, options: RunOptions) -> anyhow::Result
         })
         .collect();
     let stats_interval = config.log.stats_interval;
+    let interfaces = config
+        .paths
+        .iter()
+        .filter_map(|path| Some((path.name.clone(), path.interface.clone()?)))
+        .collect();
+    let ops = Ops::start(whole, interfaces)?;
     EventLoop::new(core, tun, bindings, stats_interval, options)
-        .run()
+        .run(ops)
         .await
 }
 
-async fn run_server(config: ServerConfig, options: RunOptions) -> anyhow::Result<()> {
+async fn run_server(
+    config: ServerConfig,
+    whole: &Config,
+    options: RunOptions,
+) -> anyhow::Result<()> {
     let derived = mtu::tun_mtu([(mtu::DEFAULT_LINK_MTU, config.listen.is_ipv6())]).unwrap_or(0);
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
     let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu)?;
@@ -245,7 +268,8 @@ async fn run_server(config: ServerConfig, options: RunOptions) -> anyhow::Result
         PathSocket::open(&binding).with_context(|| format!("listening on {}", config.listen))?;
     tracing::info!(listen = %config.listen, tun = %config.tun.name, mtu = tun_mtu, peers = config.peers.len(), "server listening");
     event_loop.sockets[0] = Some(socket);
-    event_loop.run().await
+    let ops = Ops::start(whole, Default::default())?;
+    event_loop.run(ops).await
 }
 
 /// Which event sources are ready after a wait.
@@ -255,6 +279,7 @@ struct Ready {
     sockets: u64,
     timer: bool,
     shutdown: bool,
+    ops: OpsReady,
 }
 
 struct EventLoop<E: Engine> {
@@ -309,12 +334,14 @@ impl<E: Engine> EventLoop<E> {
         }
     }
 
-    async fn run(mut self) -> anyhow::Result<()> {
+    async fn run(mut self, mut ops: Ops) -> anyhow::Result<()> {
         let mut sigterm =
             signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
         let mut sigint =
             signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
         self.open_missing_sockets();
+        // The TUN exists and the sockets are open (or retried): systemd may go on.
+        ops.notifier.ready("forwarding");
         let start = Instant::now();
         let mut next_socket_retry = start + SOCKET_RETRY;
         let mut next_stats = self.stats_interval.map(|interval| start + interval);
@@ -323,6 +350,7 @@ impl<E: Engine> EventLoop<E> {
 
         loop {
             let now = Instant::now();
+            ops.notifier.handle_timeout(now);
             if self.engine.poll_timeout().is_some_and(|at| at <= now) {
                 self.engine.handle_timeout(now, &mut self.out);
             }
@@ -345,19 +373,32 @@ impl<E: Engine> EventLoop<E> {
             self.flush().await;
 
             let mut deadline = next_socket_retry;
-            for at in [self.engine.poll_timeout(), next_stats]
-                .into_iter()
-                .flatten()
+            for at in [
+                self.engine.poll_timeout(),
+                next_stats,
+                ops.notifier.poll_timeout(),
+            ]
+            .into_iter()
+            .flatten()
             {
                 deadline = deadline.min(at);
             }
             sleep.as_mut().reset(deadline.into());
 
-            let ready = self.wait(sleep.as_mut(), &mut sigterm, &mut sigint).await?;
+            let ready = self
+                .wait(sleep.as_mut(), &mut sigterm, &mut sigint, &mut ops)
+                .await?;
             if ready.shutdown {
+                ops.notifier.stopping();
                 return self.shut_down().await;
             }
             let now = Instant::now();
+            if ready.ops.requests {
+                ops.answer(|| self.engine.report(now));
+            }
+            if ready.ops.reload {
+                reload::reload(&mut self, &mut ops);
+            }
             if ready.tun {
                 self.read_tun(now)?;
             }
@@ -378,6 +419,7 @@ impl<E: Engine> EventLoop<E> {
         mut sleep: Pin<&mut tokio::time::Sleep>,
         sigterm: &mut Signal,
         sigint: &mut Signal,
+        ops: &mut Ops,
     ) -> anyhow::Result<Ready> {
         std::future::poll_fn(|cx| {
             let mut ready = Ready::default();
@@ -400,7 +442,14 @@ impl<E: Engine> EventLoop<E> {
             }
             ready.timer = sleep.as_mut().poll(cx).is_ready();
             ready.shutdown = sigterm.poll_recv(cx).is_ready() || sigint.poll_recv(cx).is_ready();
-            if ready.tun || ready.sockets != 0 || ready.timer || ready.shutdown {
+            ready.ops = ops.poll(cx);
+            if ready.tun
+                || ready.sockets != 0
+                || ready.timer
+                || ready.shutdown
+                || ready.ops.requests
+                || ready.ops.reload
+            {
                 Poll::Ready(Ok(ready))
             } else {
                 Poll::Pending

@@ -381,6 +381,17 @@ impl SessionPath {
         self.pacer.delay(now, len as u64, window, srtt, rate)
     }
 
+    /// The rate the pacer currently sends at, in bytes per second (the
+    /// controller's pacing rate, else the window spread over the smoothed RTT).
+    pub fn pacing_rate(&self) -> Option<u64> {
+        let srtt = self.probe.rtt.smoothed().unwrap_or(INITIAL_RTT);
+        Pacer::rate(
+            self.probe.window(),
+            srtt,
+            self.probe.controller().pacing_rate(),
+        )
+    }
+
     /// When the pacer blocked the last packet this path was offered, until then.
     pub fn pacing_ready_at(&self) -> Option<Instant> {
         self.pacing_ready_at

@@ -25,6 +25,10 @@ pub struct SessionReport {
     pub age_ms: u64,
     pub paths: Vec<PathReport>,
     pub reorder: ReorderReport,
+    /// The reorder buffer's own statistics, for metrics (the JSON carries
+    /// `reorder` instead).
+    #[serde(skip)]
+    pub reorder_stats: mptund_sched::ReorderStats,
     /// Data datagrams re-sent on another path after theirs lost them.
     pub reinjected: u64,
     /// Inner packets that had to wait because every path was full (a counter).
@@ -55,6 +59,7 @@ pub struct ReorderReport {
     pub seqs_skipped_early: u64,
     pub duplicates: u64,
     pub too_old: u64,
+    pub backlogged: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -79,6 +84,10 @@ pub struct PathReport {
     pub cwnd_bytes: u64,
     pub bytes_in_flight: u64,
     pub delivery_rate_mbit: Option<f64>,
+    /// The delivery rate estimate in bytes per second.
+    pub delivery_rate_bytes_per_s: Option<u64>,
+    /// The rate the pacer sends at, in bytes per second.
+    pub pacing_rate_bytes_per_s: Option<u64>,
     pub queuing_delay_ms: Option<f64>,
     pub owd_trend_us_per_s: Option<f64>,
     pub loss_rate: f64,
@@ -114,6 +123,8 @@ impl PathReport {
             cwnd_bytes: stats.cwnd,
             bytes_in_flight: stats.bytes_in_flight,
             delivery_rate_mbit: stats.delivery_rate.map(|bytes| bytes as f64 * 8.0 / 1e6),
+            delivery_rate_bytes_per_s: stats.delivery_rate,
+            pacing_rate_bytes_per_s: path.pacing_rate(),
             queuing_delay_ms: stats.queuing_delay.map(ms),
             owd_trend_us_per_s: stats.owd_trend_us_per_s,
             loss_rate: stats.loss_rate,
@@ -156,6 +167,7 @@ impl SessionReport {
                 seqs_skipped: reorder.seqs_skipped,
                 duplicates: reorder.duplicates,
                 too_old: reorder.too_old,
+                backlogged: reorder.backlogged,
             },
             reinjected: session.counters.reinjected,
             queued: session.counters.queued,
@@ -163,6 +175,8 @@ impl SessionReport {
             standalone_acks: session.counters.standalone_acks,
             piggybacked_acks: session.counters.piggybacked_acks,
             duplicated: session.counters.duplicated,
+            // Last: moves the stats once the fields above have read them.
+            reorder_stats: reorder,
         }
     }
 }

@@ -14,20 +14,21 @@ use toml::de::DeTable;
 use super::error::{self, ConfigError, Mode, Source};
 use super::keys::{decode_key, public_key_of, KEY_LEN};
 use super::raw::{
-    RawClient, RawCongestion, RawLog, RawPath, RawPeer, RawReorder, RawScheduler, RawServer,
-    RawTimers, RawTun, Sp,
+    RawClient, RawCongestion, RawControl, RawLog, RawMetrics, RawPath, RawPeer, RawReorder,
+    RawScheduler, RawServer, RawTimers, RawTun, Sp,
 };
 use super::suggest;
 use super::{
-    ClientConfig, Config, CongestionConfig, IpNet, Loaded, LogConfig, PathConfig, PeerConfig,
-    ReorderConfig, SchedulerConfig, ServerConfig, Timers, TunConfig,
-    DEFAULT_BACKUP_KEEPALIVE_INTERVAL, DEFAULT_CONTROLLER, DEFAULT_DUPLICATE_LATENCY_CRITICAL,
-    DEFAULT_HANDSHAKE_RETRY, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_MAX_ACK_DELAY,
-    DEFAULT_PATH_TIMEOUT, DEFAULT_PROBE_INTERVAL, DEFAULT_QUEUE_CAPACITY_PACKETS,
-    DEFAULT_QUEUE_INTERVAL, DEFAULT_QUEUE_MAX_DELAY, DEFAULT_QUEUE_TARGET_DELAY,
-    DEFAULT_REORDER_CAPACITY_PACKETS, DEFAULT_REORDER_MAX_HOLD, DEFAULT_REORDER_MIN_HOLD,
-    DEFAULT_SCHEDULER, DEFAULT_SESSION_IDLE_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
-    DEFAULT_STATS_INTERVAL, KNOWN_CONTROLLERS, KNOWN_SCHEDULERS, MAX_PATHS,
+    default_control_socket, ClientConfig, Config, CongestionConfig, ControlConfig, IpNet, Loaded,
+    LogConfig, MetricsConfig, PathConfig, PeerConfig, ReorderConfig, SchedulerConfig, ServerConfig,
+    Timers, TunConfig, DEFAULT_BACKUP_KEEPALIVE_INTERVAL, DEFAULT_CONTROLLER,
+    DEFAULT_DUPLICATE_LATENCY_CRITICAL, DEFAULT_HANDSHAKE_RETRY, DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_MAX_ACK_DELAY, DEFAULT_METRICS_LISTEN, DEFAULT_PATH_TIMEOUT, DEFAULT_PROBE_INTERVAL,
+    DEFAULT_QUEUE_CAPACITY_PACKETS, DEFAULT_QUEUE_INTERVAL, DEFAULT_QUEUE_MAX_DELAY,
+    DEFAULT_QUEUE_TARGET_DELAY, DEFAULT_REORDER_CAPACITY_PACKETS, DEFAULT_REORDER_MAX_HOLD,
+    DEFAULT_REORDER_MIN_HOLD, DEFAULT_SCHEDULER, DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT, DEFAULT_STATS_INTERVAL, KNOWN_CONTROLLERS, KNOWN_SCHEDULERS,
+    MAX_PATHS,
 };
 
 mod tables;
@@ -297,6 +298,8 @@ impl Validator<'_> {
             congestion: self.congestion(&raw.congestion)?,
             timers,
             log: self.log(&raw.log)?,
+            metrics: self.metrics(&raw.metrics)?,
+            control: self.control(&raw.control)?,
         })
     }
 
@@ -510,6 +513,8 @@ impl Validator<'_> {
             congestion: self.congestion(&raw.congestion)?,
             timers: self.timers(&raw.timers)?,
             log: self.log(&raw.log)?,
+            metrics: self.metrics(&raw.metrics)?,
+            control: self.control(&raw.control)?,
         })
     }
 

@@ -1,5 +1,5 @@
 //! The tables client and server share: `[tun]`, `[scheduler]`, `[reorder]`,
-//! `[timers]` and `[log]`.
+//! `[timers]`, `[log]`, `[metrics]` and `[control]`.
 
 use super::*;
 
@@ -416,5 +416,91 @@ impl Validator<'_> {
             )?),
         };
         Ok(LogConfig { stats_interval })
+    }
+
+    /// `[metrics]`: absent means no metrics endpoint; present means one on
+    /// `listen` (loopback by default) unless `enabled = false`.
+    pub(super) fn metrics(&self, raw: &Option<Sp<RawMetrics>>) -> Result<MetricsConfig> {
+        let Some(table) = raw else {
+            return Ok(MetricsConfig { listen: None });
+        };
+        let metrics = table.get_ref();
+        if metrics.enabled.as_ref().is_some_and(|e| !*e.get_ref()) {
+            return Ok(MetricsConfig { listen: None });
+        }
+        let listen = match &metrics.listen {
+            None => DEFAULT_METRICS_LISTEN,
+            Some(value) => {
+                let text = value.get_ref().trim();
+                let addr: SocketAddr = text.parse().map_err(|_| {
+                    self.error(
+                        value.span(),
+                        "metrics.listen",
+                        format!("{:?} is not an address:port", shorten(text)),
+                    )
+                    .with_hint(
+                        "write the TCP address and port to serve /metrics on, e.g. \"127.0.0.1:9477\" \
+                         (this host only) or \"[::]:9477\" (every address; firewall it)",
+                    )
+                })?;
+                if addr.port() == 0 || addr.ip().is_multicast() {
+                    return Err(self
+                        .error(
+                            value.span(),
+                            "metrics.listen",
+                            format!("{addr} cannot be listened on"),
+                        )
+                        .with_hint("give a unicast or unspecified address and a port, e.g. \"127.0.0.1:9477\""));
+                }
+                addr
+            }
+        };
+        Ok(MetricsConfig {
+            listen: Some(listen),
+        })
+    }
+
+    /// `[control]`: the control socket is on by default, at a path derived
+    /// from the configuration file's name.
+    pub(super) fn control(&self, raw: &Option<Sp<RawControl>>) -> Result<ControlConfig> {
+        let empty = RawControl::default();
+        let control = raw.as_ref().map_or(&empty, |c| c.get_ref());
+        if control.enabled.as_ref().is_some_and(|e| !*e.get_ref()) {
+            return Ok(ControlConfig { socket: None });
+        }
+        let socket = match &control.socket {
+            None => default_control_socket(self.src.file),
+            Some(value) => {
+                let text = value.get_ref();
+                // sockaddr_un holds 108 bytes with the terminating NUL.
+                const MAX_SOCKET_PATH_BYTES: usize = 107;
+                if text.trim().is_empty() {
+                    return Err(self
+                        .error(value.span(), "control.socket", "is empty")
+                        .with_hint(
+                            "give the socket's path, e.g. \"/run/mptund/client.sock\", or write \
+                             `enabled = false` to switch the control socket off",
+                        ));
+                }
+                let path = self.base_dir.join(text);
+                if path.as_os_str().len() > MAX_SOCKET_PATH_BYTES {
+                    return Err(self
+                        .error(
+                            value.span(),
+                            "control.socket",
+                            format!(
+                                "{} is {} bytes long, more than a Unix socket path may be ({MAX_SOCKET_PATH_BYTES})",
+                                shorten(&path.display().to_string()),
+                                path.as_os_str().len()
+                            ),
+                        )
+                        .with_hint("choose a shorter path, e.g. under /run/mptund/"));
+                }
+                path
+            }
+        };
+        Ok(ControlConfig {
+            socket: Some(socket),
+        })
     }
 }

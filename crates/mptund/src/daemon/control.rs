@@ -1,0 +1,177 @@
+//! The control socket: a Unix stream socket, owner-only (0600), that `mptund status`
+//! asks for the daemon's state.
+//!
+//! The protocol is one line each way and then close: the client sends `status` (a
+//! table for a person) or `status json` (the report as JSON, for scripts), ended by a
+//! newline; the daemon writes the answer and closes the connection. Anything else is
+//! answered with a line starting `error:`.
+
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use super::metrics::Interfaces;
+use super::ops::ReportSource;
+use super::status;
+
+/// Longest request line accepted.
+const MAX_REQUEST_BYTES: u64 = 256;
+/// A client that sends no request within this long is disconnected.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `mptund status` waits for the daemon.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bound socket's file, removed when the daemon ends (unless another daemon has
+/// replaced it meanwhile).
+pub struct ControlSocket {
+    path: PathBuf,
+    inode: u64,
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let ours = std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.inode);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Binds the control socket at `path`, creating its directory if needed. A socket
+/// file left by a daemon that died is replaced; one a running daemon answers on is
+/// not.
+pub fn bind(path: &Path) -> io::Result<(UnixListener, ControlSocket)> {
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) => {
+            use std::os::unix::fs::FileTypeExt;
+            if !metadata.file_type().is_socket() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "the path exists and is not a socket; remove it or choose another [control] socket",
+                ));
+            }
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "another mptund is running with this control socket; stop it or give this one its own [control] socket",
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    // The socket is created owner-only: no moment in which others could connect.
+    let listener = with_umask(0o177, || UnixListener::bind(path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let inode = std::fs::symlink_metadata(path)?.ino();
+    Ok((
+        listener,
+        ControlSocket {
+            path: path.to_path_buf(),
+            inode,
+        },
+    ))
+}
+
+/// Runs `f` with the process umask set to `mask`, then restores it. The daemon is
+/// single-threaded while it binds, so no other file creation sees the mask.
+#[allow(unsafe_code)]
+fn with_umask<T>(mask: libc::mode_t, f: impl FnOnce() -> T) -> T {
+    // SAFETY: umask only swaps the process's file creation mask; it cannot fail.
+    let old = unsafe { libc::umask(mask) };
+    let result = f();
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    result
+}
+
+/// Accepts connections until the runtime ends.
+pub async fn serve(listener: UnixListener, source: ReportSource, interfaces: Interfaces) {
+    let own_uid = effective_uid();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "control socket: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // The file mode already keeps others out; the peer's credentials are checked
+        // too, in case the socket's directory or mode were changed.
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == 0 || cred.uid() == own_uid => {}
+            Ok(cred) => {
+                tracing::warn!(
+                    uid = cred.uid(),
+                    "control socket: refused a client of another user"
+                );
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "control socket: cannot read the client's credentials");
+                continue;
+            }
+        }
+        let source = source.clone();
+        let interfaces = interfaces.clone();
+        tokio::spawn(async move {
+            if let Err(error) = answer(stream, &source, &interfaces).await {
+                tracing::debug!(%error, "control connection ended");
+            }
+        });
+    }
+}
+
+#[allow(unsafe_code)]
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+async fn answer(
+    stream: UnixStream,
+    source: &ReportSource,
+    interfaces: &Interfaces,
+) -> io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    let mut reader = BufReader::new(read.take(MAX_REQUEST_BYTES));
+    tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no request"))??;
+    let request = line.trim();
+    let response = match request {
+        "status" | "status json" => match source.report().await {
+            Some(report) if request == "status" => status::table(&report, interfaces),
+            Some(report) => serde_json::to_string_pretty(&report).map_err(io::Error::other)? + "\n",
+            None => "error: the daemon did not answer (busy or shutting down)\n".to_owned(),
+        },
+        other => format!(
+            "error: unknown request {:?}; send \"status\" or \"status json\"\n",
+            other.chars().take(40).collect::<String>()
+        ),
+    };
+    write.write_all(response.as_bytes()).await?;
+    write.shutdown().await
+}
+
+/// Sends `request` to the daemon at `socket` and returns its answer (blocking; for
+/// the `mptund status` command).
+pub fn query(socket: &Path, request: &str) -> io::Result<String> {
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.write_all(format!("{request}\n").as_bytes())?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
+}

@@ -1,0 +1,135 @@
+//! What the event loop offers operators besides forwarding: the Prometheus endpoint,
+//! the control socket, systemd notifications and SIGHUP.
+//!
+//! The metrics and control servers run as tasks on the event loop's own
+//! (current-thread) runtime. They never touch the protocol core: each request sends a
+//! reply channel to the loop ([`ReportSource`]), which answers between two batches with
+//! a fresh [`Report`], the same snapshot `--stats-file` writes.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::{mpsc, oneshot};
+
+use super::control::{self, ControlSocket};
+use super::metrics::{self, Interfaces};
+use super::notify::Notifier;
+use crate::config::Config;
+use crate::session::Report;
+
+/// Requests waiting for the loop at once; more are refused (HTTP 503) rather than
+/// queued, so a scraping storm cannot grow memory.
+const PENDING_REQUESTS: usize = 64;
+/// A request the loop has not answered in this long is given up (the loop is stuck or
+/// shutting down).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Asks the event loop for a fresh report; cheap to clone, one per server task.
+#[derive(Clone)]
+pub struct ReportSource {
+    requests: mpsc::Sender<oneshot::Sender<Report>>,
+}
+
+impl ReportSource {
+    /// A report taken by the loop now; `None` when the loop is busy with too many
+    /// requests, does not answer in time, or has ended.
+    pub async fn report(&self) -> Option<Report> {
+        let (reply, answer) = oneshot::channel();
+        self.requests.try_send(reply).ok()?;
+        tokio::time::timeout(REPLY_TIMEOUT, answer).await.ok()?.ok()
+    }
+}
+
+/// What a wait on [`Ops`] found.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpsReady {
+    pub requests: bool,
+    pub reload: bool,
+}
+
+/// The operator-facing side of a running daemon, owned by the event loop.
+pub struct Ops {
+    requests: mpsc::Receiver<oneshot::Sender<Report>>,
+    /// Requests taken from the channel, answered after the wait.
+    pending: Vec<oneshot::Sender<Report>>,
+    sighup: Signal,
+    pub notifier: Notifier,
+    /// Removes the socket file when the daemon ends.
+    _control: Option<ControlSocket>,
+    /// The configuration running now, compared against on reload.
+    pub config: Config,
+}
+
+impl Ops {
+    /// Binds the metrics endpoint and the control socket (a mistake there stops the
+    /// start, with the address or path in the message) and starts serving them.
+    pub fn start(
+        config: &Config,
+        interfaces: std::collections::HashMap<String, String>,
+    ) -> anyhow::Result<Self> {
+        let interfaces: Interfaces = Arc::new(interfaces);
+        let (sender, requests) = mpsc::channel(PENDING_REQUESTS);
+        let source = ReportSource { requests: sender };
+        let sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        if let Some(listen) = config.metrics().listen {
+            let listener = std::net::TcpListener::bind(listen)
+                .and_then(|listener| {
+                    listener.set_nonblocking(true)?;
+                    tokio::net::TcpListener::from_std(listener)
+                })
+                .with_context(|| {
+                    format!(
+                        "serving metrics on {listen} ([metrics] listen in {}): is another program using the port?",
+                        config.source().display()
+                    )
+                })?;
+            tracing::info!(%listen, "metrics at http://{listen}/metrics");
+            tokio::spawn(metrics::serve(listener, source.clone(), interfaces.clone()));
+        }
+        let control = match &config.control().socket {
+            Some(path) => {
+                let (listener, guard) = control::bind(path).with_context(|| {
+                    format!(
+                        "opening the control socket {} ([control] socket in {})",
+                        path.display(),
+                        config.source().display()
+                    )
+                })?;
+                tracing::info!(socket = %path.display(), "control socket open");
+                tokio::spawn(control::serve(listener, source, interfaces));
+                Some(guard)
+            }
+            None => None,
+        };
+        Ok(Self {
+            requests,
+            pending: Vec::new(),
+            sighup,
+            notifier: Notifier::from_environment(Instant::now()),
+            _control: control,
+            config: config.clone(),
+        })
+    }
+
+    /// Registers for wake-ups and says what is ready.
+    pub fn poll(&mut self, cx: &mut Context<'_>) -> OpsReady {
+        while let Poll::Ready(Some(reply)) = self.requests.poll_recv(cx) {
+            self.pending.push(reply);
+        }
+        OpsReady {
+            requests: !self.pending.is_empty(),
+            reload: self.sighup.poll_recv(cx).is_ready(),
+        }
+    }
+
+    /// Answers every waiting request with a report from `take_report`.
+    pub fn answer(&mut self, mut take_report: impl FnMut() -> Report) {
+        for reply in self.pending.drain(..) {
+            // The asker may have given up; that is fine.
+            let _ = reply.send(take_report());
+        }
+    }
+}

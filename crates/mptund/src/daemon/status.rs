@@ -1,0 +1,188 @@
+//! `mptund status` as a person reads it: one block per session, one row per path,
+//! aligned columns, human units (like `wg show`).
+
+use std::fmt::Write as _;
+
+use super::metrics::Interfaces;
+use crate::session::{PathReport, Report, SessionReport};
+
+const HEADER: [&str; 12] = [
+    "path",
+    "interface",
+    "state",
+    "rtt",
+    "min rtt",
+    "cwnd",
+    "in flight",
+    "send rate",
+    "delivery",
+    "loss",
+    "sent",
+    "received",
+];
+
+/// The report as a table.
+pub fn table(report: &Report, interfaces: &Interfaces) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: {} session{} up, {} established since start",
+        report.role,
+        report.sessions.len(),
+        if report.sessions.len() == 1 { "" } else { "s" },
+        report.sessions_established
+    );
+    for session in &report.sessions {
+        out.push('\n');
+        session_block(&mut out, session, interfaces);
+    }
+    if !report.idle_paths.is_empty() {
+        out.push_str("\nno session (handshaking)\n");
+        path_rows(&mut out, &report.idle_paths, interfaces);
+    }
+    let drops: Vec<String> = report
+        .drops
+        .iter()
+        .filter(|(_, &count)| count > 0)
+        .map(|(reason, count)| format!("{reason}={count}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\ndrops: {}",
+        if drops.is_empty() {
+            "none".to_owned()
+        } else {
+            drops.join(" ")
+        }
+    );
+    out
+}
+
+fn session_block(out: &mut String, session: &SessionReport, interfaces: &Interfaces) {
+    let reorder = &session.reorder;
+    let _ = writeln!(
+        out,
+        "peer {}  session {:08x}  up {}  reinjected {}  queued {} (waiting {})",
+        session.peer,
+        session.local_id,
+        duration(session.age_ms as f64 / 1e3),
+        session.reinjected,
+        session.queued,
+        session.send_queue_depth,
+    );
+    let _ = writeln!(
+        out,
+        "  reorder: {} buffered, {} waited, {} late, {} gaps skipped, {} duplicates, hold {} (max seen {})",
+        reorder.buffered,
+        reorder.released_after_wait,
+        reorder.released_late,
+        reorder.gaps_skipped,
+        reorder.duplicates,
+        millis(Some(reorder.hold_ms)),
+        millis(Some(reorder.max_hold_seen_ms)),
+    );
+    path_rows(out, &session.paths, interfaces);
+}
+
+fn path_rows(out: &mut String, paths: &[PathReport], interfaces: &Interfaces) {
+    let mut rows: Vec<Vec<String>> = vec![HEADER.iter().map(|h| (*h).to_owned()).collect()];
+    for path in paths {
+        rows.push(vec![
+            path.name.clone(),
+            interfaces
+                .get(&path.name)
+                .cloned()
+                .unwrap_or_else(|| "-".to_owned()),
+            path.state.to_owned(),
+            millis(path.srtt_ms),
+            millis(path.min_rtt_ms),
+            bytes(path.cwnd_bytes),
+            bytes(path.bytes_in_flight),
+            rate(path.pacing_rate_bytes_per_s),
+            rate(path.delivery_rate_bytes_per_s),
+            format!("{:.1}%", path.loss_rate * 100.0),
+            format!("{} pkt {}", path.sent_packets, bytes(path.sent_bytes)),
+            format!(
+                "{} pkt {}",
+                path.received_packets,
+                bytes(path.received_bytes)
+            ),
+        ]);
+    }
+    let mut widths = vec![0; HEADER.len()];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in rows {
+        let mut line = String::from("  ");
+        for (index, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if index + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+fn millis(ms: Option<f64>) -> String {
+    match ms {
+        Some(ms) if ms < 10.0 => format!("{ms:.2} ms"),
+        Some(ms) => format!("{ms:.1} ms"),
+        None => "-".to_owned(),
+    }
+}
+
+fn bytes(count: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = count as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{count} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn rate(bytes_per_s: Option<u64>) -> String {
+    match bytes_per_s {
+        Some(rate) => format!("{:.1} Mbit/s", rate as f64 * 8.0 / 1e6),
+        None => "-".to_owned(),
+    }
+}
+
+fn duration(seconds: f64) -> String {
+    let whole = seconds as u64;
+    match whole {
+        0..=59 => format!("{seconds:.1}s"),
+        60..=3599 => format!("{}m{:02}s", whole / 60, whole % 60),
+        _ => format!("{}h{:02}m", whole / 3600, whole % 3600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_read_at_a_glance() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 << 20), "3.0 MiB");
+        assert_eq!(rate(Some(12_500_000)), "100.0 Mbit/s");
+        assert_eq!(rate(None), "-");
+        assert_eq!(millis(Some(1.234)), "1.23 ms");
+        assert_eq!(millis(Some(42.0)), "42.0 ms");
+        assert_eq!(duration(5.0), "5.0s");
+        assert_eq!(duration(125.0), "2m05s");
+        assert_eq!(duration(7300.0), "2h01m");
+    }
+}
