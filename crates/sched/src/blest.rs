@@ -43,7 +43,7 @@
 
 use std::time::Instant;
 
-use crate::eligible::{least_loaded, lowest_rtt, Eligibility};
+use crate::eligible::{fastest_first, FastestFirst};
 use crate::path::{PacketInfo, PathId, PathView, Pick};
 use crate::predict::window_estimate_bytes;
 use crate::scheduler::Scheduler;
@@ -111,16 +111,9 @@ impl Scheduler for Blest {
     }
 
     fn pick(&mut self, _now: Instant, packet: &PacketInfo, paths: &[PathView]) -> Pick {
-        let rule = Eligibility::of(paths);
-        let Some((rtt_f, fastest)) = lowest_rtt(paths, rule, |_| true) else {
-            return least_loaded(paths, rule, packet.len, |_| true).map_or(Pick::Hold, Pick::One);
-        };
-        if fastest.can_send(packet.len) {
-            return Pick::One(fastest.id);
-        }
-        let Some((rtt_s, slower)) = lowest_rtt(paths, rule, |path| path.can_send(packet.len))
-        else {
-            return Pick::Hold;
+        let ((rtt_f, fastest), (rtt_s, slower)) = match fastest_first(paths, packet.len) {
+            FastestFirst::Decided(pick) => return pick,
+            FastestFirst::Choose { fastest, slower } => (fastest, slower),
         };
         let Some(cwnd_f) = window_estimate_bytes(fastest) else {
             return Pick::One(slower.id);

@@ -34,7 +34,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::eligible::{least_loaded, lowest_rtt, ranking_rtt, Eligibility};
+use crate::eligible::{fastest_first, ranking_rtt, FastestFirst};
 use crate::path::{PacketInfo, PathView, Pick};
 use crate::predict::window_estimate_bytes;
 use crate::scheduler::Scheduler;
@@ -89,18 +89,9 @@ impl Scheduler for Ecf {
     }
 
     fn pick(&mut self, _now: Instant, packet: &PacketInfo, paths: &[PathView]) -> Pick {
-        let rule = Eligibility::of(paths);
-        let Some((rtt_f, fastest)) = lowest_rtt(paths, rule, |_| true) else {
-            return least_loaded(paths, rule, packet.len, |_| true).map_or(Pick::Hold, Pick::One);
-        };
-        if fastest.can_send(packet.len) {
-            return Pick::One(fastest.id);
-        }
-        let Some((rtt_s, slower)) = lowest_rtt(paths, rule, |path| path.can_send(packet.len))
-        else {
-            // Only unmeasured paths might have room: leave them to the probes
-            // and wait for the fastest one.
-            return Pick::Hold;
+        let ((rtt_f, fastest), (rtt_s, slower)) = match fastest_first(paths, packet.len) {
+            FastestFirst::Decided(pick) => return pick,
+            FastestFirst::Choose { fastest, slower } => (fastest, slower),
         };
         let (Some(cwnd_f), Some(cwnd_s)) = (
             window_estimate_bytes(fastest).filter(|&w| w > 0),

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use crate::path::{PathId, PathState, PathView};
+use crate::path::{PathId, PathState, PathView, Pick};
 
 /// The eligibility rule evaluated once for a set of paths (one scan), then
 /// applied per path.
@@ -70,6 +70,37 @@ pub(crate) fn lowest_rtt(
         .filter(|path| rule.allows(path) && filter(path))
         .filter_map(|path| ranking_rtt(path).map(|rtt| (rtt, path)))
         .min_by_key(|&(rtt, path)| (rtt, path.id))
+}
+
+/// What min-RTT decides before BLEST and ECF (both extend it) weigh waiting.
+pub(crate) enum FastestFirst<'a> {
+    /// Decided already: the fastest path can send, nothing is measured (spread
+    /// over the least loaded), or no measured path can send (wait).
+    Decided(Pick),
+    /// The fastest path is full; the fastest one that can send is `slower`:
+    /// wait for `fastest`, or use `slower`?
+    Choose {
+        fastest: (Duration, &'a PathView),
+        slower: (Duration, &'a PathView),
+    },
+}
+
+/// The shared first steps of the RTT-ranked schedulers that may wait.
+pub(crate) fn fastest_first(paths: &[PathView], packet_len: usize) -> FastestFirst<'_> {
+    let rule = Eligibility::of(paths);
+    let Some(fastest) = lowest_rtt(paths, rule, |_| true) else {
+        let pick = least_loaded(paths, rule, packet_len, |_| true).map_or(Pick::Hold, Pick::One);
+        return FastestFirst::Decided(pick);
+    };
+    if fastest.1.can_send(packet_len) {
+        return FastestFirst::Decided(Pick::One(fastest.1.id));
+    }
+    match lowest_rtt(paths, rule, |path| path.can_send(packet_len)) {
+        Some(slower) => FastestFirst::Choose { fastest, slower },
+        // Only unmeasured paths might have room: leave them to the probes and
+        // wait for a measured one.
+        None => FastestFirst::Decided(Pick::Hold),
+    }
 }
 
 /// Among eligible paths that can send `packet_len` now and satisfy `filter`,
