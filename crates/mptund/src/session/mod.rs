@@ -18,8 +18,10 @@ mod client;
 mod codel;
 pub mod inner;
 mod path;
+mod queue;
 mod receive;
 mod report;
+mod resend;
 mod send;
 mod server;
 #[cfg(test)]
@@ -38,8 +40,8 @@ use mptund_sched::{
 pub use client::{ClientCore, ClientPathSettings, ClientSettings};
 pub use codel::CoDelConfig;
 pub use path::{PathSettings, SessionPath};
+pub use queue::SendQueueConfig;
 pub use report::{PathReport, Report, SessionReport};
-pub use send::SendQueueConfig;
 pub use server::{PeerSettings, ServerCore, ServerSettings};
 
 use crate::buffers::{BufferPool, Packet};
@@ -163,8 +165,8 @@ pub struct Session {
     copies: Vec<Packet>,
     /// Runs of sequence numbers lost with no path to re-send them on, for the peer.
     given_up: Vec<(SeqNo, u16)>,
-    send_queue: send::SendQueue,
-    resend_queue: send::ResendQueue,
+    send_queue: queue::SendQueue,
+    resend_queue: resend::ResendQueue,
     epoch: Instant,
     pub established: Instant,
     pub last_received: Instant,
@@ -223,9 +225,9 @@ impl Session {
             views: Vec::with_capacity(paths.len().max(8)),
             lost: Vec::with_capacity(256),
             copies: Vec::with_capacity(256),
-            given_up: Vec::with_capacity(send::MAX_GIVEN_UP_RUNS),
-            send_queue: send::SendQueue::new(settings.send_queue),
-            resend_queue: send::ResendQueue::new(),
+            given_up: Vec::with_capacity(resend::MAX_GIVEN_UP_RUNS),
+            send_queue: queue::SendQueue::new(settings.send_queue),
+            resend_queue: resend::ResendQueue::new(),
             paths,
             epoch: now,
             established: now,
@@ -352,7 +354,7 @@ impl Session {
             let session = self.local_id.0;
             self.lost.clear();
             let entered = self.paths[index].handle_timeout(now, &mut self.lost, session);
-            self.reinject_lost(now, index, send::Resend::InTurn, pool, drops, out);
+            self.reinject_lost(now, index, resend::Resend::InTurn, pool, drops, out);
             match entered {
                 Some(Liveness::Suspect) => self.reinject_copies(now, index, pool, out),
                 Some(Liveness::Down) => {

@@ -345,7 +345,7 @@ impl Session {
         }
         // Lost packets first: releasing the acknowledged ones recycles everything
         // older than what is still in flight, lost packets included.
-        self.reinject_lost(now, index, super::send::Resend::InTurn, pool, drops, out);
+        self.reinject_lost(now, index, super::resend::Resend::InTurn, pool, drops, out);
         self.paths[index].release_acknowledged(pool);
         self.drain_send_queue(now, pool, drops, out);
     }

@@ -1,0 +1,225 @@
+//! The queues in front of the paths. When every path's window is full, inner packets
+//! wait in the send queue, kept short by CoDel (RFC 8289) so the inner TCP learns the
+//! tunnel's capacity; packets lost to congestion wait first in line in the resend
+//! queue (see `resend.rs`), and both go out as windows open.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::codel::{CoDel, CoDelConfig};
+use super::send::{Placement, Route};
+use super::Session;
+use crate::buffers::{BufferPool, Packet};
+use crate::counters::{DropCounters, DropReason};
+use crate::session::Outgoing;
+
+/// The bounded queue in front of the paths when all of them are full.
+#[derive(Clone, Copy, Debug)]
+pub struct SendQueueConfig {
+    pub capacity_packets: usize,
+    /// CoDel keeps the standing queue short with one drop at a time.
+    pub codel: CoDelConfig,
+    /// A packet that waited longer than this is dropped at the head of the queue
+    /// whatever CoDel says: the limit for flows that do not slow down.
+    pub max_sojourn: Duration,
+}
+
+pub(super) struct SendQueue {
+    pub(super) packets: VecDeque<(Instant, Packet)>,
+    codel: Option<CoDel>,
+    /// Inner bytes waiting, for schedulers that weigh the backlog (ECF).
+    pub(super) bytes: u64,
+    config: SendQueueConfig,
+}
+
+impl SendQueue {
+    pub fn new(config: SendQueueConfig) -> Self {
+        Self {
+            packets: VecDeque::with_capacity(config.capacity_packets),
+            codel: None,
+            bytes: 0,
+            config,
+        }
+    }
+
+    pub fn recycle_all(&mut self, pool: &mut BufferPool) {
+        for (_, packet) in self.packets.drain(..) {
+            pool.recycle(packet);
+        }
+        self.bytes = 0;
+    }
+
+    fn push_back(&mut self, queued_at: Instant, packet: Packet) {
+        self.bytes += packet.len() as u64;
+        self.packets.push_back((queued_at, packet));
+    }
+
+    fn push_front(&mut self, queued_at: Instant, packet: Packet) {
+        self.bytes += packet.len() as u64;
+        self.packets.push_front((queued_at, packet));
+    }
+
+    fn pop_front(&mut self) -> Option<(Instant, Packet)> {
+        let (queued_at, packet) = self.packets.pop_front()?;
+        self.bytes -= packet.len() as u64;
+        Some((queued_at, packet))
+    }
+
+    pub fn len(&self) -> usize {
+        self.packets.len()
+    }
+}
+
+impl Session {
+    pub(super) fn enqueue(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+    ) {
+        if self.send_queue.packets.len() >= self.send_queue.config.capacity_packets {
+            pool.recycle(packet);
+            return drops.record(
+                now,
+                DropReason::SendQueueFull,
+                &"every path is full and the send queue too",
+            );
+        }
+        self.counters.queued += 1;
+        self.send_queue.push_back(now, packet);
+    }
+
+    /// Sends queued packets while paths have room; drops those that waited too long.
+    pub(super) fn drain_send_queue(
+        &mut self,
+        now: Instant,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        if !self.drain_resend_queue(now, pool, drops, out) {
+            return;
+        }
+        while let Some((queued_at, _)) = self.send_queue.packets.front() {
+            let sojourn = now.saturating_duration_since(*queued_at);
+            let queued = self.send_queue.packets.len();
+            let config = self.send_queue.config;
+            let over_limit = sojourn >= config.max_sojourn;
+            // While a path is still in slow start with its window full, the queue is
+            // its ramp-up, not the tunnel's capacity: a drop now would make the inner
+            // flow leave its own slow start at a fraction of what the paths can carry.
+            let path_timeout = self.settings.path_timeout;
+            let ramping_up = self
+                .paths
+                .iter()
+                .any(|path| path.still_growing(now, path_timeout));
+            let codel = self
+                .send_queue
+                .codel
+                .get_or_insert_with(|| CoDel::new(config.codel, now));
+            if ramping_up {
+                codel.forget_standing_queue();
+            }
+            if over_limit || (!ramping_up && codel.should_drop(now, sojourn, queued)) {
+                if let Some((_, packet)) = self.send_queue.pop_front() {
+                    pool.recycle(packet);
+                }
+                let (reason, detail) = if over_limit {
+                    (
+                        DropReason::SendQueueSojourn,
+                        "packet waited too long for a free path",
+                    )
+                } else {
+                    (
+                        DropReason::SendQueueAqm,
+                        "standing send queue: dropped to slow the inner flow",
+                    )
+                };
+                drops.record(now, reason, &detail);
+                continue;
+            }
+            let Some((queued_at, packet)) = self.send_queue.pop_front() else {
+                break;
+            };
+            let seq = self.next_seq;
+            match self.place(now, packet, seq, Route::New, pool, out) {
+                Placement::Sent => self.next_seq = seq.next(),
+                Placement::Held(packet) => {
+                    self.send_queue.push_front(queued_at, packet);
+                    break;
+                }
+            }
+        }
+        if self.send_queue.packets.is_empty() {
+            if let Some(codel) = &mut self.send_queue.codel {
+                codel.forget_standing_queue();
+            }
+        }
+    }
+
+    /// Sends the lost packets waiting for a window, oldest first; those that waited
+    /// longer than the receiver holds a gap are given up. True when the queue is
+    /// empty afterwards, so new packets may follow.
+    fn drain_resend_queue(
+        &mut self,
+        now: Instant,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) -> bool {
+        let useful_for = self.settings.reorder.max_hold;
+        while let Some((queued_at, seq, packet)) = self.resend_queue.packets.pop_front() {
+            if now.saturating_duration_since(queued_at) >= useful_for {
+                pool.recycle(packet);
+                drops.record(
+                    now,
+                    DropReason::ResendExpired,
+                    &"a lost packet waited for a window longer than the receiver waits for it",
+                );
+                self.give_up(seq);
+                continue;
+            }
+            let route = Route::Again {
+                avoid: None,
+                urgent: false,
+            };
+            match self.place(now, packet, seq, route, pool, out) {
+                Placement::Sent => self.counters.reinjected += 1,
+                Placement::Held(packet) => {
+                    self.resend_queue
+                        .packets
+                        .push_front((queued_at, seq, packet));
+                    break;
+                }
+            }
+        }
+        self.send_given_up(now, pool, out);
+        self.resend_queue.packets.is_empty()
+    }
+
+    /// When the head of the send queue must be looked at again: when a pacer lets
+    /// it go, or when it has waited too long.
+    pub(super) fn send_queue_deadline(&self) -> Option<Instant> {
+        let resend_expiry = self
+            .resend_queue
+            .packets
+            .front()
+            .map(|(queued_at, _, _)| *queued_at + self.settings.reorder.max_hold);
+        let send_expiry = self
+            .send_queue
+            .packets
+            .front()
+            .map(|(queued_at, _)| *queued_at + self.send_queue.config.max_sojourn);
+        let expiry = match (resend_expiry, send_expiry) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        let pacing = self
+            .paths
+            .iter()
+            .filter_map(|path| path.pacing_ready_at())
+            .min();
+        Some(pacing.map_or(expiry, |at| at.min(expiry)))
+    }
+}

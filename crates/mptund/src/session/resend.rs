@@ -1,0 +1,266 @@
+//! Re-sending what a path lost. A packet a path declares lost is sealed again for
+//! another path under the same sequence number; a dead path's packets go at once, a
+//! congestion loss waits its turn for a window. What cannot be sent again is reported
+//! to the receiver (a GaveUp frame) so its reorder buffer stops waiting for it.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use mptund_sched::SeqNo;
+
+use super::send::{Placement, Route};
+use super::{Outgoing, Session};
+use crate::buffers::{BufferPool, Packet, HEADROOM};
+use crate::counters::{DropCounters, DropReason};
+use crate::wire::{
+    self, DataMeta, Frame, PacketType, TransportHeader, DATA_META_LEN, TRANSPORT_HEADER_LEN,
+};
+
+/// Runs of given-up sequence numbers remembered until the next control datagram;
+/// a control datagram holds about 150 GaveUp frames.
+pub(super) const MAX_GIVEN_UP_RUNS: usize = 128;
+
+/// How a re-sent packet competes for the paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Resend {
+    /// Its path died or went quiet: it goes out now, windows or not. The receiver
+    /// holds a gap for it, and the dead path's share of the windows is free.
+    Urgent,
+    /// A congestion loss: first in line, but it waits for a window like any packet.
+    /// Ignoring windows here would answer congestion with more traffic.
+    InTurn,
+}
+
+/// Lost packets waiting for a window, first in line for the paths.
+pub(super) struct ResendQueue {
+    pub(super) packets: VecDeque<(Instant, SeqNo, Packet)>,
+}
+
+impl ResendQueue {
+    /// A congestion loss burst is at most a window; a window of a fast path is a
+    /// few hundred packets.
+    const CAPACITY: usize = 1024;
+
+    pub fn new() -> Self {
+        Self {
+            packets: VecDeque::with_capacity(Self::CAPACITY),
+        }
+    }
+
+    pub fn recycle_all(&mut self, pool: &mut BufferPool) {
+        for (_, _, packet) in self.packets.drain(..) {
+            pool.recycle(packet);
+        }
+    }
+}
+
+impl Session {
+    /// Re-sends the data datagrams path `index` declared lost (in `self.lost`).
+    pub(super) fn reinject_lost(
+        &mut self,
+        now: Instant,
+        index: usize,
+        urgency: Resend,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let lost = std::mem::take(&mut self.lost);
+        for packet in &lost {
+            let Some(seq) = packet.seq else {
+                continue;
+            };
+            let Some(kept) = self.paths[index].take_kept(packet.pn, pool) else {
+                continue;
+            };
+            if !self.reinject(now, index, kept, urgency, pool, out) {
+                drops.record(
+                    now,
+                    DropReason::NoUsablePath,
+                    &"no other path to re-send a lost packet on",
+                );
+                self.give_up(SeqNo(seq));
+            }
+        }
+        self.lost = lost;
+        self.lost.clear();
+        self.send_given_up(now, pool, out);
+    }
+
+    /// Remembers that `seq` will never be sent again, to tell the receiver.
+    pub(super) fn give_up(&mut self, seq: SeqNo) {
+        if let Some((first, count)) = self.given_up.last_mut() {
+            if first.add(u32::from(*count)) == seq && *count < u16::MAX {
+                *count += 1;
+                return;
+            }
+        }
+        // Bounded: if the receiver is not told, it waits out its hold instead.
+        if self.given_up.len() < MAX_GIVEN_UP_RUNS {
+            self.given_up.push((seq, 1));
+        }
+    }
+
+    /// Tells the receiver which sequence numbers it need not wait for, in one control
+    /// datagram on the path it was heard on most recently. Not acknowledged or
+    /// repeated: if it is lost, the receiver's hold runs out as it would have anyway.
+    pub(super) fn send_given_up(
+        &mut self,
+        now: Instant,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        if self.given_up.is_empty() {
+            return;
+        }
+        let Some(index) = self.feedback_path(now) else {
+            self.given_up.clear();
+            return;
+        };
+        let runs = std::mem::take(&mut self.given_up);
+        let write = |_: &mut Self, buf: &mut [u8]| {
+            let mut written = 0;
+            for &(first, count) in &runs {
+                let frame = Frame::GaveUp {
+                    first_seq: first.0,
+                    count,
+                };
+                match wire::write_frame(&mut buf[written..], &frame) {
+                    Ok(len) => written += len,
+                    Err(_) => break,
+                }
+            }
+            written
+        };
+        out.extend(self.control(now, index, false, pool, write));
+        self.given_up = runs;
+        self.given_up.clear();
+    }
+
+    /// Path `index` went quiet for longer than its RTT explains: copies of what it has
+    /// in flight go out on the other paths now, rather than after it is declared down.
+    /// The inner TCP sees a gap of about two probe timeouts instead of four; if the
+    /// path was only hiccuping, the receiver drops whichever copy comes second.
+    pub(super) fn reinject_copies(
+        &mut self,
+        now: Instant,
+        index: usize,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let mut copies = std::mem::take(&mut self.copies);
+        self.paths[index].copy_uncopied(pool, &mut copies);
+        for copy in copies.drain(..) {
+            // A copy that finds no path is no loss: the original is still in flight.
+            self.reinject(now, index, copy, Resend::Urgent, pool, out);
+        }
+        self.copies = copies;
+    }
+
+    /// Path `index` went down: everything still in flight on it moves elsewhere.
+    pub(super) fn reinject_everything_in_flight(
+        &mut self,
+        now: Instant,
+        index: usize,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        out: &mut Vec<Outgoing>,
+    ) {
+        self.lost.clear();
+        self.paths[index].probe.drain_in_flight(&mut self.lost);
+        self.reinject_lost(now, index, Resend::Urgent, pool, drops, out);
+        self.paths[index].recycle_in_flight(pool);
+    }
+
+    /// Opens a datagram this side sealed for path `from`, and sends its inner packet
+    /// again under the same sequence number on another path, or queues it for the
+    /// next free window ([`Resend::InTurn`]); false when it can go nowhere (the packet
+    /// is recycled).
+    fn reinject(
+        &mut self,
+        now: Instant,
+        from: usize,
+        mut sealed: Packet,
+        urgency: Resend,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) -> bool {
+        let Ok(header) = TransportHeader::parse(sealed.bytes()) else {
+            pool.recycle(sealed);
+            return false;
+        };
+        let start = sealed.start();
+        let end = start + sealed.len();
+        let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
+        header_bytes.copy_from_slice(&sealed.bytes()[..TRANSPORT_HEADER_LEN]);
+        let plaintext_len = match self.keys.resend.open_in_place(
+            &header_bytes,
+            header.counter,
+            &mut sealed.buffer_mut()[start + TRANSPORT_HEADER_LEN..end],
+        ) {
+            Ok(plaintext) => plaintext.len(),
+            Err(_) => {
+                pool.recycle(sealed);
+                return false;
+            }
+        };
+        let plaintext_start = start + TRANSPORT_HEADER_LEN;
+        let plaintext = &sealed.buffer_mut()[plaintext_start..plaintext_start + plaintext_len];
+        let Ok(meta) = DataMeta::parse(plaintext) else {
+            pool.recycle(sealed);
+            return false;
+        };
+        let inner = match header.packet_type {
+            PacketType::DataWithFrames => {
+                match wire::split_piggybacked(&plaintext[DATA_META_LEN..]) {
+                    Ok((_, inner)) => inner.len(),
+                    Err(_) => {
+                        pool.recycle(sealed);
+                        return false;
+                    }
+                }
+            }
+            _ => plaintext_len - DATA_META_LEN,
+        };
+        // The inner packet ends where the plaintext ends; move it back to HEADROOM so it
+        // is sealed again like any packet from the TUN.
+        let inner_end = plaintext_start + plaintext_len;
+        sealed
+            .buffer_mut()
+            .copy_within(inner_end - inner..inner_end, HEADROOM);
+        sealed.set_range(HEADROOM, HEADROOM + inner);
+        self.paths[from].reinjected_away += 1;
+        let urgent = urgency == Resend::Urgent;
+        let route = Route::Again {
+            avoid: Some(self.paths[from].id),
+            urgent,
+        };
+        let seq = SeqNo(meta.seq);
+        match self.place(now, sealed, seq, route, pool, out) {
+            Placement::Sent => {
+                self.counters.reinjected += 1;
+                true
+            }
+            Placement::Held(packet) if !urgent && self.has_other_usable_path(now, from) => {
+                if self.resend_queue.packets.len() >= ResendQueue::CAPACITY {
+                    pool.recycle(packet);
+                    return false;
+                }
+                self.resend_queue.packets.push_back((now, seq, packet));
+                true
+            }
+            Placement::Held(packet) => {
+                pool.recycle(packet);
+                false
+            }
+        }
+    }
+
+    /// Whether a path other than `index` is Up: a queued re-send can only go there.
+    fn has_other_usable_path(&self, now: Instant, index: usize) -> bool {
+        let path_timeout = self.settings.path_timeout;
+        self.paths.iter().enumerate().any(|(other, path)| {
+            other != index && path.scheduler_state(now, path_timeout) == mptund_sched::PathState::Up
+        })
+    }
+}
