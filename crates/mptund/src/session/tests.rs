@@ -674,6 +674,39 @@ fn client_re_handshakes_after_the_server_forgets_it() {
 }
 
 #[test]
+fn packets_lost_to_congestion_are_sent_again_and_the_stream_completes_in_order() {
+    let mut net = Net::established(&[10, 20], Duration::from_millis(500));
+    // A steady stream within the paths' windows, and a few milliseconds in which
+    // path 0 drops everything: what goes onto it then is lost, but it stays up.
+    for tag in 0..200 {
+        if tag == 100 {
+            net.cut[0] = true;
+        }
+        if tag == 104 {
+            net.cut[0] = false;
+        }
+        net.client_sends(tag, 1200);
+        net.run_for(Duration::from_millis(2));
+    }
+    net.run_for(Duration::from_millis(800));
+    let tags: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(tags, (0..200).collect::<Vec<_>>());
+    let client = net.client.report(net.now);
+    let session = &client.sessions[0];
+    assert!(session.reinjected >= 1, "{session:?}");
+    assert_eq!(session.paths[0].state, "up");
+    for reason in ["no_usable_path", "resend_expired", "send_queue_sojourn"] {
+        assert_eq!(client.drops.get(reason), Some(&0), "{reason}");
+    }
+    let server = net.server.report(net.now);
+    assert_eq!(server.sessions[0].reorder.released_late, 0);
+    assert_eq!(
+        server.sessions[0].reorder.seqs_skipped, 0,
+        "nothing given up"
+    );
+}
+
+#[test]
 fn handshake_with_a_client_the_server_does_not_know_fails() {
     let mut net = Net::new(&[10], Duration::from_millis(50));
     net.server = ServerCore::new(
