@@ -191,16 +191,27 @@ def load(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
 
 
+# Intervals from this many seconds on count as steady state: the first ones hold
+# slow start (the inner flow's, and for mptund the paths' too).
+STEADY_FROM_S = 3.0
+
+
+def steady_mbit(result: dict) -> float | None:
+    values = [i["mbit"] for i in result.get("intervals", []) if i["start_s"] >= STEADY_FROM_S]
+    return sum(values) / len(values) if values else None
+
+
 def table(results: list[dict]) -> str:
-    lines = ["| scenario | cc | mode | goodput Mbit/s | of sum of paths | of MPTCP | of best single path | "
+    lines = ["| scenario | cc | mode | goodput Mbit/s | of sum of paths | steady state (from 3 s) of sum | "
+             "of MPTCP | of best single path | "
              "retransmissions | longest stall s | mean / max hold ms | hold p99 ≤ ms | released late | gaps skipped |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     by_key = {(r["scenario"], r["cc"], r["mode"]): r for r in results}
     order = {"single": 0, "mptcp": 1, "mptund": 2}
     for r in sorted(results, key=lambda r: (r["scenario"], r["cc"], order.get(r["mode"].split(":")[0], 3),
                                             -(r.get("goodput_mbit") or 0))):
         if "error" in r:
-            lines.append(f"| {r['scenario']} | {r['cc']} | {r['mode']} | error: {r['error']} |" + " |" * 9)
+            lines.append(f"| {r['scenario']} | {r['cc']} | {r['mode']} | error: {r['error']} |" + " |" * 10)
             continue
         mptcp = by_key.get((r["scenario"], r["cc"], "mptcp"), {}).get("goodput_mbit")
         single = next((x.get("goodput_mbit") for k, x in by_key.items()
@@ -210,6 +221,7 @@ def table(results: list[dict]) -> str:
         hold = (f"{reorder['mean_hold_ms']:.1f} / {reorder['max_hold_ms']:.0f}" if reorder else "")
         lines.append(
             f"| {r['scenario']} | {r['cc']} | {r['mode']} | {r['goodput_mbit']:.2f} | {r['ratio_to_sum']:.1%} | "
+            f"{steady_mbit(r) / r['sum_of_path_rates_mbit']:.1%} | "
             f"{of(mptcp) if r['mode'] != 'mptcp' else ''} | {of(single) if not r['mode'].startswith('single') else ''} | "
             f"{r['retransmissions']} | {r['longest_stall_s']:.1f} | {hold} | "
             f"{reorder.get('hold_p99_bound_ms') or ''} | {reorder.get('released_late', '')} | "

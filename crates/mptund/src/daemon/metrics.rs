@@ -109,10 +109,6 @@ impl Family<'_> {
         ConstCounter::new(value).encode(self.encoder.encode_family(labels)?)
     }
 
-    fn counter_f64(&mut self, labels: &Labels<'_>, value: f64) -> Result<(), std::fmt::Error> {
-        ConstCounter::new(value).encode(self.encoder.encode_family(labels)?)
-    }
-
     fn gauge(&mut self, labels: &Labels<'_>, value: f64) -> Result<(), std::fmt::Error> {
         ConstGauge::new(value).encode(self.encoder.encode_family(labels)?)
     }
@@ -169,7 +165,6 @@ struct Metric<R> {
 
 enum Value<R> {
     Counter(fn(&R) -> u64),
-    Counter64(fn(&R) -> f64),
     /// `None`: no sample for this row (e.g. no RTT measured yet).
     Gauge(fn(&R) -> Option<f64>),
 }
@@ -182,7 +177,7 @@ impl<R> Metric<R> {
         rows: &[(Labels<'_>, &R)],
     ) -> Result<(), std::fmt::Error> {
         let metric_type = match self.value {
-            Value::Counter(_) | Value::Counter64(_) => MetricType::Counter,
+            Value::Counter(_) => MetricType::Counter,
             Value::Gauge(_) => MetricType::Gauge,
         };
         // The encoder appends the unit to the name.
@@ -198,7 +193,6 @@ impl<R> Metric<R> {
         for (labels, row) in rows {
             match self.value {
                 Value::Counter(read) => family.counter(labels, read(row))?,
-                Value::Counter64(read) => family.counter_f64(labels, read(row))?,
                 Value::Gauge(read) => {
                     if let Some(value) = read(row) {
                         family.gauge(labels, value)?;
@@ -509,7 +503,7 @@ fn encode_reorder(
     let mut hold = family(
         encoder,
         "mptund_reorder_hold",
-        "Time released packets spent in the reorder buffer (0 for packets that arrived in order).",
+        "Time released packets spent in the reorder buffer (0 for packets that arrived in order); its _sum is the total.",
         Some(&SECONDS),
         MetricType::Histogram,
     )?;
@@ -573,12 +567,6 @@ const REORDER_METRICS: &[Metric<ReorderRow>] = &[
         help: "Packets refused because the reorder buffer was full.",
         unit: None,
         value: Value::Counter(|r| r.stats.backlogged),
-    },
-    Metric {
-        name: "mptund_reorder_hold_seconds",
-        help: "Time packets spent in the reorder buffer, summed over released packets.",
-        unit: Some(&SECONDS),
-        value: Value::Counter64(|r| r.stats.total_hold.as_secs_f64()),
     },
     Metric {
         name: "mptund_reorder_max_hold_seconds",
