@@ -87,6 +87,14 @@ impl SendQueue {
     pub fn len(&self) -> usize {
         self.packets.len()
     }
+
+    /// Moves the packets waiting in `other` (a queue with the old limits) to the back
+    /// of this one, in order.
+    pub fn take_packets_from(&mut self, mut other: SendQueue) {
+        while let Some((queued_at, packet)) = other.pop_front() {
+            self.push_back(queued_at, packet);
+        }
+    }
 }
 
 /// How a re-sent packet competes for the paths.
@@ -326,6 +334,7 @@ impl Session {
 
     /// Asks the scheduler for a path and sends the inner packet (at HEADROOM in
     /// `packet`) under `seq`; hands the packet back when no path can take it now.
+    #[allow(clippy::too_many_arguments)]
     fn place(
         &mut self,
         now: Instant,
