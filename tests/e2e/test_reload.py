@@ -106,6 +106,10 @@ def test_reload_adds_and_removes_a_path_during_a_transfer_without_losing_the_flo
         assert tx_bytes(client_ns, "up1") - up1_tx < 1000
         assert server_path_from(server_after, "198.18.1.2")["received_data_packets"] == \
             up1_received_data
+        # Status and metrics label the new path with its interface.
+        table = client_ns.output(pair.binary, "status", "--socket", pair.control_socket("client"))
+        row = next(line.split() for line in table.splitlines() if line.split()[:1] == ["up3"])
+        assert row[1] == "up3", table
         log = pair.log("client")
         assert re.search(r"path added.*path=up3", log), log
         assert re.search(r"path removed.*path=up1", log), log

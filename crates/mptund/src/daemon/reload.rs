@@ -93,6 +93,17 @@ pub(super) fn reload<E: ApplyConfig>(event_loop: &mut EventLoop<E>, ops: &mut Op
                     "running; configuration unchanged"
                 }
                 Ok(Reloaded::Applied) => {
+                    if let Config::Client(client) = &loaded.config {
+                        ops.interfaces.replace(
+                            client
+                                .paths
+                                .iter()
+                                .filter_map(|path| {
+                                    Some((path.name.clone(), path.interface.clone()?))
+                                })
+                                .collect(),
+                        );
+                    }
                     ops.config = loaded.config;
                     tracing::info!("reload: the new configuration is in effect");
                     "running; new configuration applied"
