@@ -375,12 +375,18 @@ def test_broken_reload_is_refused_and_forwarding_goes_on(tunnel):
     after = sum(p["received_bytes"] for p in live(tunnel, "server")["sessions"][0]["paths"])
     assert after > received_at_refusal + count / 4, "little was forwarded after the reload"
 
-    # A valid but changed file is not applied, and the daemon says so.
-    config.write_text(good.replace("stats_interval_ms = 1000", "stats_interval_ms = 2000"))
+    # A valid file whose change needs a restart is not applied, and the daemon says so.
+    config.write_text(good.replace("stats_interval_ms = 1000", "stats_interval_ms = 2000")
+                      .replace('name = "mpt0"\n', 'name = "mpt0"\nmtu = 1300\n', 1))
     tunnel.server_proc.send_signal(signal.SIGHUP)
     not_applied = wait_for(lambda: [line for line in tunnel.log("server").splitlines()
                                     if "valid but was not applied" in line], 5, "the answer")
-    assert "restart" in not_applied[0]
+    assert "tun.mtu" in not_applied[0] and "restart to apply" in not_applied[0], not_applied
+    # Without the MTU, the same change applies live.
+    config.write_text(good.replace("stats_interval_ms = 1000", "stats_interval_ms = 2000"))
+    tunnel.server_proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "new configuration is in effect" in tunnel.log("server"), 5,
+             "the reload to apply")
     ping = tunnel.client_ns.run("ping", "-c", "3", "-i", "0.2", "-W", "1", SERVER_TUN_ADDR,
                                 check=False, capture=True)
     assert ping.returncode == 0, ping.stdout

@@ -148,7 +148,7 @@ fn run(args: &Args) {
             let pool = BufferPool::new(HEADROOM + MTU + 1 + TAILROOM, 2, 32);
             let mut core =
                 ClientCore::new(start, wall, settings(args, index, server, server_key), pool);
-            core.set_socket_open(0, true);
+            core.set_socket_open(start, 0, true, &mut Vec::new());
             let socket = UdpSocket::bind(SocketAddr::new(args.bind, 0)).expect("a UDP socket");
             socket.set_nonblocking(true).expect("non-blocking");
             (core, socket)

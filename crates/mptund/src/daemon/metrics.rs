@@ -40,8 +40,32 @@ pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=ut
 /// A scrape client that sends nothing for this long is disconnected.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Path name to interface name, for the `interface` label.
-pub type Interfaces = Arc<HashMap<String, String>>;
+/// Path name to interface name, for the `interface` label; shared with the event
+/// loop, which replaces it when a reload changes the paths.
+#[derive(Clone, Debug, Default)]
+pub struct Interfaces(Arc<std::sync::RwLock<HashMap<String, String>>>);
+
+impl Interfaces {
+    pub fn new(by_path: HashMap<String, String>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(by_path)))
+    }
+
+    /// The interface of path `name`, if it is bound to one.
+    pub fn get(&self, name: &str) -> Option<String> {
+        let by_path = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        by_path.get(name).cloned()
+    }
+
+    pub fn replace(&self, by_path: HashMap<String, String>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = by_path;
+    }
+}
 
 /// The classic Prometheus text format (0.0.4) of an OpenMetrics text exposition as
 /// [`render`] writes it: a counter family is named with its `_total` suffix there,
@@ -389,12 +413,12 @@ impl ReportCollector {
         with_peer
             .chain(idle)
             .map(|(peer, path)| {
-                let interface = self.interfaces.get(&path.name).map_or("", String::as_str);
+                let interface = self.interfaces.get(&path.name).unwrap_or_default();
                 (
                     vec![
                         ("peer", Cow::Borrowed(peer)),
                         ("path", Cow::Borrowed(path.name.as_str())),
-                        ("interface", Cow::Borrowed(interface)),
+                        ("interface", Cow::Owned(interface)),
                     ],
                     path,
                 )

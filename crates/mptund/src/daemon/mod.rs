@@ -4,6 +4,7 @@
 //! clock, performs syscalls and reports what the core asks it to.
 
 mod control;
+mod hotplug;
 mod metrics;
 mod notify;
 mod ops;
@@ -14,6 +15,7 @@ mod udp;
 
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::Poll;
@@ -31,6 +33,7 @@ use crate::session::{
     ClientCore, ClientPathSettings, ClientSettings, CoDelConfig, Engine, Outgoing, PathSettings,
     PeerSettings, Received, SendQueueConfig, ServerCore, ServerSettings, SessionSettings,
 };
+use hotplug::{LinkTable, LinkWatch};
 use mptund_probe::ProbeConfig;
 use ops::{Ops, OpsReady};
 use udp::{Binding, PathSocket};
@@ -216,7 +219,8 @@ async fn run_client(
         .filter_map(|path| Some((path.name.clone(), path.interface.clone()?)))
         .collect();
     let ops = Ops::start(whole, interfaces)?;
-    EventLoop::new(core, tun, bindings, stats_interval, options)
+    let names = config.paths.iter().map(|path| path.name.clone()).collect();
+    EventLoop::new(core, tun, tun_mtu, bindings, names, stats_interval, options)
         .run(ops)
         .await
 }
@@ -262,7 +266,15 @@ async fn run_server(
         port: config.listen.port(),
         ipv6: config.listen.is_ipv6(),
     };
-    let mut event_loop = EventLoop::new(core, tun, vec![None], config.log.stats_interval, options);
+    let mut event_loop = EventLoop::new(
+        core,
+        tun,
+        tun_mtu,
+        vec![None],
+        vec!["listen".into()],
+        config.log.stats_interval,
+        options,
+    );
     // The server's one socket must open: without it there is nothing to serve.
     let socket =
         PathSocket::open(&binding).with_context(|| format!("listening on {}", config.listen))?;
@@ -280,24 +292,40 @@ struct Ready {
     timer: bool,
     shutdown: bool,
     ops: OpsReady,
+    /// A fresh interface table from the hotplug listener.
+    links: Option<LinkTable>,
 }
 
 struct EventLoop<E: Engine> {
     engine: E,
     tun: tun_rs::AsyncDevice,
     sockets: Vec<Option<PathSocket>>,
-    /// How to reopen each socket; `None` for sockets that are never reopened.
+    /// How to reopen each socket; `None` for sockets that are never reopened (the
+    /// server's) and for free slots (a path removed by a reload).
     bindings: Vec<Option<Binding>>,
+    /// The path (or role) of each socket, for log lines.
+    names: Vec<String>,
+    /// Per socket: the addresses its interface had when it was opened, while the
+    /// interface table is known (hotplug); a change reopens the socket.
+    opened_with: Vec<Option<Vec<IpAddr>>>,
+    /// The newest interface table; `None` without netlink (then sockets are simply
+    /// retried).
+    links: Option<LinkTable>,
+    tun_mtu: u16,
     out: Vec<Outgoing>,
     stats_interval: Option<Duration>,
+    next_stats: Option<Instant>,
     options: RunOptions,
 }
 
 impl<E: Engine> EventLoop<E> {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         engine: E,
         tun: tun_rs::AsyncDevice,
+        tun_mtu: u16,
         bindings: Vec<Option<Binding>>,
+        names: Vec<String>,
         stats_interval: Option<Duration>,
         options: RunOptions,
     ) -> Self {
@@ -305,46 +333,138 @@ impl<E: Engine> EventLoop<E> {
             engine,
             tun,
             sockets: bindings.iter().map(|_| None).collect(),
+            opened_with: bindings.iter().map(|_| None).collect(),
             bindings,
+            names,
+            links: None,
+            tun_mtu,
             out: Vec::with_capacity(TUN_BATCH * 2),
             stats_interval,
+            next_stats: None,
             options,
         }
     }
 
     /// Opens the sockets that are closed and have a binding; a path whose interface is
-    /// missing stays down and is retried later.
-    fn open_missing_sockets(&mut self) {
+    /// missing (or, with hotplug, down or without an address) stays down and is
+    /// retried later.
+    fn open_missing_sockets(&mut self, now: Instant) {
+        for index in 0..self.bindings.len() {
+            if self.bindings[index].is_some() && self.sockets[index].is_none() {
+                self.open_socket(now, index, false);
+            }
+        }
+    }
+
+    /// Opens socket `index` if its interface allows; true when it is open. `quiet`
+    /// leaves a failure unlogged (the interface table says why).
+    fn open_socket(&mut self, now: Instant, index: usize, quiet: bool) -> bool {
+        let Some(binding) = &self.bindings[index] else {
+            return false;
+        };
+        let name = &self.names[index];
+        let addresses = match &self.links {
+            Some(table) => match hotplug::usable_addresses(binding, table) {
+                Some(addresses) => Some(addresses),
+                None => return false,
+            },
+            None => None,
+        };
+        match PathSocket::open(binding) {
+            Ok(socket) => {
+                tracing::info!(path = %name, local = ?socket.local_addr().ok(), interface = ?binding.interface, "path socket open");
+                self.sockets[index] = Some(socket);
+                self.opened_with[index] = addresses;
+                self.engine.set_socket_open(now, index, true, &mut self.out);
+                true
+            }
+            Err(error) => {
+                if !quiet {
+                    tracing::warn!(path = %name, interface = ?binding.interface, %error, "path socket unavailable, retrying in {}s", SOCKET_RETRY.as_secs());
+                }
+                self.engine
+                    .set_socket_open(now, index, false, &mut self.out);
+                false
+            }
+        }
+    }
+
+    /// Closes socket `index`: its path goes down at once and its in-flight packets
+    /// move to the other paths.
+    fn close_socket(&mut self, now: Instant, index: usize) {
+        self.sockets[index] = None;
+        self.opened_with[index] = None;
+        self.engine
+            .set_socket_open(now, index, false, &mut self.out);
+    }
+
+    /// A new interface table: paths whose interface went away or down lose their
+    /// socket, paths whose interface is usable again (or changed address) get a new
+    /// one. One log line per transition.
+    fn on_link_table(&mut self, now: Instant, table: LinkTable) {
+        self.links = Some(table);
+        let Some(table) = &self.links else { return };
+        let mut changes = Vec::new();
         for (index, binding) in self.bindings.iter().enumerate() {
             let Some(binding) = binding else { continue };
-            if self.sockets[index].is_some() {
-                continue;
-            }
-            match PathSocket::open(binding) {
-                Ok(socket) => {
-                    tracing::info!(path = index, local = ?socket.local_addr().ok(), interface = ?binding.interface, "path socket open");
-                    self.sockets[index] = Some(socket);
-                    self.engine.set_socket_open(index, true);
+            let usable = hotplug::usable_addresses(binding, table);
+            let open = self.sockets[index].is_some();
+            match (&usable, open) {
+                (None, true) => changes.push((index, LinkChange::Lost)),
+                (Some(_), false) => changes.push((index, LinkChange::Back)),
+                (Some(addresses), true)
+                    if self.opened_with[index]
+                        .as_ref()
+                        .is_some_and(|before| before != addresses) =>
+                {
+                    changes.push((index, LinkChange::Readdressed))
                 }
-                Err(error) => {
-                    tracing::warn!(path = index, interface = ?binding.interface, %error, "path socket unavailable, retrying in {}s", SOCKET_RETRY.as_secs());
-                    self.engine.set_socket_open(index, false);
+                _ => {}
+            }
+        }
+        for (index, change) in changes {
+            let name = self.names[index].clone();
+            let interface = self.bindings[index]
+                .as_ref()
+                .and_then(|binding| binding.interface.clone());
+            match change {
+                LinkChange::Lost => {
+                    tracing::info!(path = %name, ?interface, "interface down, gone or without an address: path down");
+                    self.close_socket(now, index);
+                }
+                LinkChange::Back => {
+                    tracing::info!(path = %name, ?interface, "interface usable again: reopening the path");
+                    self.open_socket(now, index, false);
+                }
+                LinkChange::Readdressed => {
+                    tracing::info!(path = %name, ?interface, "interface address changed: reopening the path");
+                    self.close_socket(now, index);
+                    self.open_socket(now, index, false);
                 }
             }
         }
     }
 
-    async fn run(mut self, mut ops: Ops) -> anyhow::Result<()> {
+    async fn run(mut self, mut ops: Ops) -> anyhow::Result<()>
+    where
+        E: reload::ApplyConfig,
+    {
         let mut sigterm =
             signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
         let mut sigint =
             signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-        self.open_missing_sockets();
+        // Only client paths bind to interfaces; the server needs no hotplug.
+        let mut links = if self.bindings.iter().any(Option::is_some) {
+            LinkWatch::start()
+        } else {
+            None
+        };
+        self.open_missing_sockets(Instant::now());
         // The TUN exists and the sockets are open (or retried): systemd may go on.
         ops.notifier.ready("forwarding");
         let start = Instant::now();
         let mut next_socket_retry = start + SOCKET_RETRY;
-        let mut next_stats = self.stats_interval.map(|interval| start + interval);
+        self.next_stats = self.stats_interval.map(|interval| start + interval);
         let sleep = tokio::time::sleep_until(start.into());
         tokio::pin!(sleep);
 
@@ -356,11 +476,11 @@ impl<E: Engine> EventLoop<E> {
             }
             if now >= next_socket_retry {
                 next_socket_retry = now + SOCKET_RETRY;
-                self.open_missing_sockets();
+                self.open_missing_sockets(now);
             }
-            if let (Some(at), Some(interval)) = (next_stats, self.stats_interval) {
+            if let (Some(at), Some(interval)) = (self.next_stats, self.stats_interval) {
                 if now >= at {
-                    next_stats = Some(now + interval);
+                    self.next_stats = Some(now + interval);
                     let report = self.engine.report(now);
                     for line in report.log_lines() {
                         tracing::info!("{line}");
@@ -375,7 +495,7 @@ impl<E: Engine> EventLoop<E> {
             let mut deadline = next_socket_retry;
             for at in [
                 self.engine.poll_timeout(),
-                next_stats,
+                self.next_stats,
                 ops.notifier.poll_timeout(),
             ]
             .into_iter()
@@ -386,7 +506,13 @@ impl<E: Engine> EventLoop<E> {
             sleep.as_mut().reset(deadline.into());
 
             let ready = self
-                .wait(sleep.as_mut(), &mut sigterm, &mut sigint, &mut ops)
+                .wait(
+                    sleep.as_mut(),
+                    &mut sigterm,
+                    &mut sigint,
+                    &mut ops,
+                    &mut links,
+                )
                 .await?;
             if ready.shutdown {
                 ops.notifier.stopping();
@@ -397,7 +523,10 @@ impl<E: Engine> EventLoop<E> {
                 ops.answer(|| self.engine.report(now));
             }
             if ready.ops.reload {
-                reload::reload(&mut self, &mut ops);
+                reload::reload(&mut self, &mut ops, now);
+            }
+            if let Some(table) = ready.links {
+                self.on_link_table(now, table);
             }
             if ready.tun {
                 self.read_tun(now)?;
@@ -420,6 +549,7 @@ impl<E: Engine> EventLoop<E> {
         sigterm: &mut Signal,
         sigint: &mut Signal,
         ops: &mut Ops,
+        links: &mut Option<LinkWatch>,
     ) -> anyhow::Result<Ready> {
         std::future::poll_fn(|cx| {
             let mut ready = Ready::default();
@@ -443,7 +573,9 @@ impl<E: Engine> EventLoop<E> {
             ready.timer = sleep.as_mut().poll(cx).is_ready();
             ready.shutdown = sigterm.poll_recv(cx).is_ready() || sigint.poll_recv(cx).is_ready();
             ready.ops = ops.poll(cx);
-            if ready.tun
+            ready.links = links.as_mut().and_then(|links| links.poll(cx));
+            if ready.links.is_some()
+                || ready.tun
                 || ready.sockets != 0
                 || ready.timer
                 || ready.shutdown
@@ -534,17 +666,41 @@ impl<E: Engine> EventLoop<E> {
             self.engine.pool().recycle(packet);
         }
         let mut outgoing = std::mem::take(&mut self.out);
-        for datagram in outgoing.drain(..) {
-            if let Err(error) = self.send(&datagram).await {
-                self.engine
-                    .on_send_failed(Instant::now(), datagram.path, &error);
-                if is_interface_gone(&error) && self.bindings[datagram.socket].is_some() {
-                    tracing::warn!(path = datagram.socket, %error, "path interface gone, closing its socket");
-                    self.sockets[datagram.socket] = None;
-                    self.engine.set_socket_open(datagram.socket, false);
+        let mut lost_sockets = 0u64;
+        loop {
+            for datagram in outgoing.drain(..) {
+                let socket = datagram.socket;
+                if let Err(error) = self.send(&datagram).await {
+                    self.engine
+                        .on_send_failed(Instant::now(), datagram.path, &error);
+                    if is_link_failure(&error)
+                        && self.bindings[socket].is_some()
+                        && self.sockets[socket].is_some()
+                    {
+                        tracing::warn!(path = %self.names[socket], %error, "path interface down or gone, closing its socket");
+                        // The rest of this batch for the socket fails without a
+                        // syscall; every one of them is kept first, then re-sent
+                        // elsewhere when the core hears the socket is closed.
+                        self.sockets[socket] = None;
+                        self.opened_with[socket] = None;
+                        lost_sockets |= 1 << socket;
+                    }
+                }
+                self.engine.on_transmitted(datagram);
+            }
+            let now = Instant::now();
+            for socket in 0..self.sockets.len() {
+                if lost_sockets & (1 << socket) != 0 {
+                    self.engine
+                        .set_socket_open(now, socket, false, &mut self.out);
                 }
             }
-            self.engine.on_transmitted(datagram);
+            lost_sockets = 0;
+            if self.out.is_empty() {
+                break;
+            }
+            // What the closed sockets had in flight, now on the other paths.
+            std::mem::swap(&mut outgoing, &mut self.out);
         }
         self.out = outgoing;
     }
@@ -597,6 +753,19 @@ impl<E: Engine> EventLoop<E> {
     }
 }
 
-fn is_interface_gone(error: &io::Error) -> bool {
-    matches!(error.raw_os_error(), Some(libc::ENODEV) | Some(libc::ENXIO))
+/// The interface under a socket is gone (ENODEV, ENXIO), down (ENETDOWN) or lost the
+/// source address (EADDRNOTAVAIL): the socket is closed and reopened once the
+/// interface is usable again.
+fn is_link_failure(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::ENODEV | libc::ENXIO | libc::ENETDOWN | libc::EADDRNOTAVAIL)
+    )
+}
+
+/// What happened to a path's interface.
+enum LinkChange {
+    Lost,
+    Back,
+    Readdressed,
 }

@@ -6,7 +6,6 @@
 //! reply channel to the loop ([`ReportSource`]), which answers between two batches with
 //! a fresh [`Report`], the same snapshot `--stats-file` writes.
 
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -61,6 +60,8 @@ pub struct Ops {
     _control: Option<ControlSocket>,
     /// The configuration running now, compared against on reload.
     pub config: Config,
+    /// Path name to interface, for metrics and status; a reload replaces it.
+    pub interfaces: Interfaces,
 }
 
 impl Ops {
@@ -70,7 +71,7 @@ impl Ops {
         config: &Config,
         interfaces: std::collections::HashMap<String, String>,
     ) -> anyhow::Result<Self> {
-        let interfaces: Interfaces = Arc::new(interfaces);
+        let interfaces = Interfaces::new(interfaces);
         let (sender, requests) = mpsc::channel(PENDING_REQUESTS);
         let source = ReportSource { requests: sender };
         let sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
@@ -99,7 +100,7 @@ impl Ops {
                     )
                 })?;
                 tracing::info!(socket = %path.display(), "control socket open");
-                tokio::spawn(control::serve(listener, source, interfaces));
+                tokio::spawn(control::serve(listener, source, interfaces.clone()));
                 Some(guard)
             }
             None => None,
@@ -111,6 +112,7 @@ impl Ops {
             notifier: Notifier::from_environment(Instant::now()),
             _control: control,
             config: config.clone(),
+            interfaces,
         })
     }
 

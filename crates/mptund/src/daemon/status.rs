@@ -89,10 +89,7 @@ fn path_rows(out: &mut String, paths: &[PathReport], interfaces: &Interfaces) {
     for path in paths {
         rows.push(vec![
             path.name.clone(),
-            interfaces
-                .get(&path.name)
-                .cloned()
-                .unwrap_or_else(|| "-".to_owned()),
+            interfaces.get(&path.name).unwrap_or_else(|| "-".to_owned()),
             path.state.to_owned(),
             millis(path.srtt_ms),
             millis(path.min_rtt_ms),

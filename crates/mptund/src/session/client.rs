@@ -37,6 +37,36 @@ pub struct ClientSettings {
     pub session_timeout: Duration,
 }
 
+/// Why a change to a running client or server was refused (nothing changed).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconfigureError {
+    /// A path with this name exists already.
+    #[error("a path named {0:?} exists already")]
+    DuplicatePath(String),
+    /// No path has this name.
+    #[error("no path is named {0:?}")]
+    UnknownPath(String),
+    /// The session has used every path id the wire allows; a new session (restart)
+    /// starts numbering afresh.
+    #[error("path {0:?} cannot be added: this session has used all {max} path ids; restart to apply", max = u16::from(PathId::MAX_IN_SET) + 1)]
+    OutOfPathIds(String),
+    /// The new scheduler could not be built.
+    #[error("scheduler: {0}")]
+    Scheduler(#[from] mptund_sched::BuildError),
+}
+
+/// The scheduler to swap in when `new` names another scheduler or other parameters
+/// than `old`; `None` when it stays.
+pub(super) fn rebuilt_scheduler(
+    old: &SessionSettings,
+    new: &SessionSettings,
+) -> Result<Option<mptund_sched::AnyScheduler>, mptund_sched::BuildError> {
+    if old.scheduler == new.scheduler && old.scheduler_params == new.scheduler_params {
+        return Ok(None);
+    }
+    build_scheduler(&new.scheduler, &new.scheduler_params).map(Some)
+}
+
 struct Handshaking {
     pending: PendingHandshake,
     local_id: SessionId,
@@ -53,6 +83,10 @@ pub struct ClientCore {
     next_handshake_at: Instant,
     /// Which path the next handshake attempt goes out on.
     handshake_rotation: usize,
+    /// The id the next added path gets: ids are never reused within a session (the
+    /// server may still remember a removed path), and renumbered from 0 for each new
+    /// session.
+    next_path_id: u8,
     /// Wall-clock reference for handshake timestamps: UNIX nanoseconds at `clock_epoch`.
     clock_epoch: Instant,
     unix_nanos_at_epoch: u64,
@@ -75,8 +109,11 @@ impl ClientCore {
             .paths
             .iter()
             .enumerate()
-            .map(|(index, path)| SessionPath::configured(index, path, now, &settings.session))
+            .map(|(index, path)| {
+                SessionPath::configured(PathId(index as u8), index, path, now, &settings.session)
+            })
             .collect();
+        let next_path_id = settings.paths.len() as u8;
         Self {
             settings,
             idle_paths,
@@ -84,6 +121,7 @@ impl ClientCore {
             handshake: None,
             next_handshake_at: now,
             handshake_rotation: 0,
+            next_path_id,
             clock_epoch: now,
             unix_nanos_at_epoch: unix_nanos_now,
             pool,
@@ -116,7 +154,8 @@ impl ClientCore {
         if let Some(path) = self.idle_paths.get_mut(index) {
             let open = path.socket_open;
             *path = SessionPath::configured(
-                index,
+                path.id,
+                path.socket,
                 &self.settings.paths[index],
                 self.clock_epoch,
                 &self.settings.session,
@@ -140,6 +179,120 @@ impl ClientCore {
         &self.drops
     }
 
+    /// Adds a path whose socket has index `socket` (closed until
+    /// [`Engine::set_socket_open`] says otherwise). It joins the running session, if
+    /// any, under a path id new to it; the server learns the path from its first
+    /// authenticated probe, as at the start of a session.
+    pub fn add_path(
+        &mut self,
+        now: Instant,
+        settings: ClientPathSettings,
+        socket: usize,
+    ) -> Result<PathId, ReconfigureError> {
+        if self.paths().iter().any(|path| path.name == settings.name) {
+            return Err(ReconfigureError::DuplicatePath(settings.name));
+        }
+        if self.next_path_id > PathId::MAX_IN_SET || self.paths().len() >= super::MAX_PATHS {
+            return Err(ReconfigureError::OutOfPathIds(settings.name));
+        }
+        let id = PathId(self.next_path_id);
+        self.next_path_id += 1;
+        let path = SessionPath::configured(id, socket, &settings, now, &self.settings.session);
+        match &mut self.session {
+            Some(session) => {
+                session.add_path(path);
+            }
+            None => self.idle_paths.push(path),
+        }
+        self.settings.paths.push(settings);
+        Ok(id)
+    }
+
+    /// Removes the path named `name`: what it has in flight is re-sent on the others
+    /// (into `out`), then it is forgotten. Returns its socket index, for the caller
+    /// to close.
+    pub fn remove_path(
+        &mut self,
+        now: Instant,
+        name: &str,
+        out: &mut Vec<Outgoing>,
+    ) -> Result<usize, ReconfigureError> {
+        let index = self
+            .paths()
+            .iter()
+            .position(|path| path.name == name)
+            .ok_or_else(|| ReconfigureError::UnknownPath(name.to_owned()))?;
+        let socket = match &mut self.session {
+            Some(session) => {
+                let mut path =
+                    session.remove_path(now, index, &mut self.pool, &mut self.drops, out);
+                path.recycle_in_flight(&mut self.pool);
+                path.socket
+            }
+            None => {
+                let mut path = self.idle_paths.remove(index);
+                path.recycle_in_flight(&mut self.pool);
+                path.socket
+            }
+        };
+        self.settings.paths.retain(|path| path.name != name);
+        Ok(socket)
+    }
+
+    /// Changes a path's backup flag and probing in place (estimators, in-flight data
+    /// and the path id stay). A changed endpoint is a remove and an add.
+    pub fn reconfigure_path(
+        &mut self,
+        now: Instant,
+        settings: ClientPathSettings,
+    ) -> Result<(), ReconfigureError> {
+        let path = self
+            .paths_mut()
+            .iter_mut()
+            .find(|path| path.name == settings.name)
+            .ok_or_else(|| ReconfigureError::UnknownPath(settings.name.clone()))?;
+        path.reconfigure(now, settings.backup, &settings.probing);
+        if let Some(configured) = self
+            .settings
+            .paths
+            .iter_mut()
+            .find(|path| path.name == settings.name)
+        {
+            *configured = settings;
+        }
+        Ok(())
+    }
+
+    /// Applies new session settings and client timers. A changed scheduler name or
+    /// parameters builds a new scheduler and swaps it into the running session; on
+    /// error nothing changed.
+    pub fn apply_settings(
+        &mut self,
+        session: SessionSettings,
+        handshake_retry: Duration,
+        session_timeout: Duration,
+    ) -> Result<(), ReconfigureError> {
+        let scheduler = rebuilt_scheduler(&self.settings.session, &session)?;
+        if let Some(running) = &mut self.session {
+            running.apply_settings(&session, scheduler);
+        }
+        self.settings.session = session;
+        self.settings.handshake_retry = handshake_retry;
+        self.settings.session_timeout = session_timeout;
+        Ok(())
+    }
+
+    /// How many more paths [`ClientCore::add_path`] can add before the session runs
+    /// out of path ids.
+    pub fn path_ids_left(&self) -> usize {
+        (usize::from(PathId::MAX_IN_SET) + 1).saturating_sub(usize::from(self.next_path_id))
+    }
+
+    /// The running session's local id, if one is established.
+    pub fn session_id(&self) -> Option<SessionId> {
+        self.session.as_ref().map(|session| session.local_id)
+    }
+
     fn unix_nanos(&self, now: Instant) -> u64 {
         let elapsed = now.saturating_duration_since(self.clock_epoch).as_nanos() as u64;
         self.unix_nanos_at_epoch.saturating_add(elapsed)
@@ -147,6 +300,12 @@ impl ClientCore {
 
     fn start_handshake(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         self.next_handshake_at = now + self.settings.handshake_retry;
+        // A new session starts a new path id space: paths added and removed in the
+        // last one leave no holes.
+        for (index, path) in self.idle_paths.iter_mut().enumerate() {
+            path.id = PathId(index as u8);
+        }
+        self.next_path_id = self.idle_paths.len() as u8;
         let candidates: Vec<usize> = (0..self.idle_paths.len())
             .filter(|&i| self.idle_paths[i].socket_open)
             .collect();
@@ -469,13 +628,29 @@ impl Engine for ClientCore {
         );
     }
 
-    fn set_socket_open(&mut self, socket: usize, open: bool) {
-        if let Some(path) = self
-            .paths_mut()
-            .iter_mut()
-            .find(|path| path.socket == socket)
-        {
-            path.socket_open = open;
+    fn set_socket_open(
+        &mut self,
+        now: Instant,
+        socket: usize,
+        open: bool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Some(index) = self.paths().iter().position(|path| path.socket == socket) else {
+            return;
+        };
+        let was_open = self.paths()[index].socket_open;
+        match &mut self.session {
+            Some(session) if was_open && !open => {
+                session.on_socket_closed(now, index, &mut self.pool, &mut self.drops, out);
+            }
+            Some(session) if !was_open && open => {
+                // A new socket may take a new route (a changed address, a re-attached
+                // modem): the path starts afresh, and its first probe goes out now.
+                let path = &mut session.paths[index];
+                path.reset_for_session(now, &self.settings.session, &mut self.pool);
+                path.socket_open = true;
+            }
+            _ => self.paths_mut()[index].socket_open = open,
         }
     }
 

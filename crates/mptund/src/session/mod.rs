@@ -20,6 +20,7 @@ pub mod inner;
 mod path;
 mod queue;
 mod receive;
+mod reconfigure;
 mod report;
 mod resend;
 mod send;
@@ -37,7 +38,7 @@ use mptund_sched::{
     SchedulerParams, SeqNo,
 };
 
-pub use client::{ClientCore, ClientPathSettings, ClientSettings};
+pub use client::{ClientCore, ClientPathSettings, ClientSettings, ReconfigureError};
 pub use codel::CoDelConfig;
 pub use path::{PathSettings, SessionPath};
 pub use queue::SendQueueConfig;
@@ -114,8 +115,17 @@ pub trait Engine {
     }
     /// Counts a drop the I/O layer decided on (a datagram too large for any buffer).
     fn record_drop(&mut self, now: Instant, reason: DropReason, detail: &dyn std::fmt::Display);
-    /// The socket with this index was opened or lost (client paths only).
-    fn set_socket_open(&mut self, _socket: usize, _open: bool) {}
+    /// The socket with this index was opened or lost (client paths only). A lost
+    /// socket takes its path down at once: what it had in flight is re-sent on the
+    /// other paths (into `out`).
+    fn set_socket_open(
+        &mut self,
+        _now: Instant,
+        _socket: usize,
+        _open: bool,
+        _out: &mut Vec<Outgoing>,
+    ) {
+    }
     /// Says goodbye to the peer(s) on every path.
     fn close(&mut self, now: Instant, out: &mut Vec<Outgoing>);
     fn pool(&mut self) -> &mut BufferPool;

@@ -80,17 +80,19 @@ fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController
 }
 
 impl SessionPath {
-    /// A client path (socket `index`), before the session has heard anything on it.
+    /// A client path with id `id` on socket `socket`, before the session has heard
+    /// anything on it.
     pub fn configured(
-        index: usize,
+        id: PathId,
+        socket: usize,
         configured: &ClientPathSettings,
         now: Instant,
         session: &SessionSettings,
     ) -> Self {
         Self::new(
-            PathId(index as u8),
+            id,
             configured.name.clone(),
-            index,
+            socket,
             Some(configured.endpoint),
             configured.backup,
             now,
@@ -170,6 +172,14 @@ impl SessionPath {
         self.pacer = Pacer::new(session.probe.max_datagram_size);
         self.last_received = None;
         self.last_probe = None;
+    }
+
+    /// Changes how the path is probed (reload); a changed budget starts full.
+    pub fn set_probing(&mut self, now: Instant, settings: &PathSettings) {
+        if settings.probe_budget_bytes_per_hour != self.settings.probe_budget_bytes_per_hour {
+            self.budget = ProbeBudget::new(now, settings.probe_budget_bytes_per_hour);
+        }
+        self.settings = *settings;
     }
 
     pub fn take_packet_number(&mut self) -> u32 {

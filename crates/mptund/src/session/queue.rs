@@ -68,6 +68,14 @@ impl SendQueue {
     pub fn len(&self) -> usize {
         self.packets.len()
     }
+
+    /// Moves the packets waiting in `other` (a queue with the old limits) to the back
+    /// of this one, in order.
+    pub fn take_packets_from(&mut self, mut other: SendQueue) {
+        while let Some((queued_at, packet)) = other.pop_front() {
+            self.push_back(queued_at, packet);
+        }
+    }
 }
 
 impl Session {

@@ -23,6 +23,8 @@ pub struct SessionReport {
     pub peer: String,
     pub local_id: u32,
     pub age_ms: u64,
+    /// The scheduler placing this session's packets now.
+    pub scheduler: &'static str,
     pub paths: Vec<PathReport>,
     pub reorder: ReorderReport,
     /// The reorder buffer's own statistics, for metrics (the JSON carries
@@ -141,6 +143,7 @@ impl SessionReport {
         Self {
             peer: peer.to_owned(),
             local_id: session.local_id.0,
+            scheduler: session.scheduler_name(),
             age_ms: now
                 .saturating_duration_since(session.established)
                 .as_millis() as u64,

@@ -69,25 +69,19 @@ pub struct ServerCore {
 
 impl ServerCore {
     pub fn new(settings: ServerSettings, pool: BufferPool) -> Self {
-        let mut routes: Vec<(IpNet, usize)> = settings
+        let peers: Vec<Peer> = settings
             .peers
-            .iter()
-            .enumerate()
-            .flat_map(|(peer, settings)| settings.allowed_ips.iter().map(move |net| (*net, peer)))
+            .into_iter()
+            .map(|settings| Peer {
+                settings,
+                last_handshake_nanos: None,
+                session: None,
+            })
             .collect();
-        routes.sort_by_key(|(net, _)| std::cmp::Reverse(net.prefix_len));
         Self {
             responder: Responder::new(&settings.private_key),
-            peers: settings
-                .peers
-                .into_iter()
-                .map(|settings| Peer {
-                    settings,
-                    last_handshake_nanos: None,
-                    session: None,
-                })
-                .collect(),
-            routes,
+            routes: routes_of(&peers),
+            peers,
             sessions: HashMap::new(),
             session_settings: settings.session,
             path_settings: settings.path,
@@ -101,6 +95,81 @@ impl ServerCore {
 
     pub fn drops(&self) -> &DropCounters {
         &self.drops
+    }
+
+    /// Replaces the peer list. A peer is known by its public key: one whose key is
+    /// still listed keeps its session, with its new name and allowed addresses in
+    /// force at once; one whose key is gone has its session closed with a goodbye on
+    /// every path (into `out`), which sends its client back to handshaking, where it
+    /// is now refused.
+    pub fn set_peers(&mut self, now: Instant, peers: Vec<PeerSettings>, out: &mut Vec<Outgoing>) {
+        let old = std::mem::take(&mut self.peers);
+        // Old peer index -> new peer index, for the peers that stay.
+        let mut moved_to = vec![None; old.len()];
+        for (new_index, settings) in peers.into_iter().enumerate() {
+            let kept = old
+                .iter()
+                .position(|peer| peer.settings.public_key == settings.public_key);
+            let (last_handshake_nanos, session) = match kept {
+                Some(old_index) => {
+                    moved_to[old_index] = Some(new_index);
+                    (old[old_index].last_handshake_nanos, old[old_index].session)
+                }
+                None => (None, None),
+            };
+            self.peers.push(Peer {
+                settings,
+                last_handshake_nanos,
+                session,
+            });
+        }
+        let mut removed = Vec::new();
+        for (id, entry) in &mut self.sessions {
+            match moved_to[entry.peer] {
+                Some(new_index) => entry.peer = new_index,
+                None => removed.push((*id, old[entry.peer].settings.name.clone())),
+            }
+        }
+        for (id, name) in removed {
+            if let Some(mut entry) = self.sessions.remove(&id) {
+                tracing::info!(peer = %name, session = id.0, "peer removed from the configuration: closing its session");
+                entry.session.close(now, &mut self.pool, out);
+                entry.session.recycle_buffers(now, &mut self.pool);
+            }
+        }
+        self.routes = routes_of(&self.peers);
+    }
+
+    /// Applies new session settings and path probing to every session and to
+    /// sessions to come; a changed scheduler is rebuilt for each session. On error
+    /// nothing changed.
+    pub fn apply_settings(
+        &mut self,
+        now: Instant,
+        session: SessionSettings,
+        path: PathSettings,
+        session_idle_timeout: Duration,
+    ) -> Result<(), super::ReconfigureError> {
+        let changed = super::client::rebuilt_scheduler(&self.session_settings, &session)?;
+        for entry in self.sessions.values_mut() {
+            // Each session needs its own scheduler state; the name and parameters
+            // were validated by building the first one.
+            let scheduler = match changed {
+                Some(_) => Some(build_scheduler(
+                    &session.scheduler,
+                    &session.scheduler_params,
+                )?),
+                None => None,
+            };
+            entry.session.apply_settings(&session, scheduler);
+            for learned in &mut entry.session.paths {
+                learned.reconfigure(now, false, &path);
+            }
+        }
+        self.session_settings = session;
+        self.path_settings = path;
+        self.session_idle_timeout = session_idle_timeout;
+        Ok(())
     }
 
     pub fn session_count(&self) -> usize {
@@ -257,6 +326,23 @@ impl ServerCore {
             .find(|(net, _)| net.contains(destination))
             .map(|&(_, peer)| peer)
     }
+}
+
+/// Every peer's allowed addresses, longest prefix first, so the most specific peer
+/// wins.
+fn routes_of(peers: &[Peer]) -> Vec<(IpNet, usize)> {
+    let mut routes: Vec<(IpNet, usize)> = peers
+        .iter()
+        .enumerate()
+        .flat_map(|(index, peer)| {
+            peer.settings
+                .allowed_ips
+                .iter()
+                .map(move |net| (*net, index))
+        })
+        .collect();
+    routes.sort_by_key(|(net, _)| std::cmp::Reverse(net.prefix_len));
+    routes
 }
 
 impl Engine for ServerCore {

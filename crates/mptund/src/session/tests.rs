@@ -153,7 +153,7 @@ impl Net {
         };
         let mut client = ClientCore::new(now, 1_700_000_000_000_000_000, client_settings, pool());
         for index in 0..delays_ms.len() {
-            client.set_socket_open(index, true);
+            client.set_socket_open(now, index, true, &mut Vec::new());
         }
         Self {
             now,
@@ -862,4 +862,212 @@ fn idle_backup_path_costs_kilobytes_per_hour() {
         after.sent_data_packets, before.sent_data_packets,
         "a backup carries no data while the regular path is up"
     );
+}
+
+// ---- reconfiguration while a stream runs (reload, hotplug) ---------------------------
+
+impl Net {
+    /// Adds client path `name` on a new socket with this one-way delay and opens it,
+    /// as the daemon does on reload.
+    fn add_client_path(&mut self, name: &str, delay_ms: u64) -> PathId {
+        let socket = self.delays.len();
+        self.delays.push(Duration::from_millis(delay_ms));
+        self.cut.push(false);
+        let settings = ClientPathSettings {
+            name: name.into(),
+            endpoint: SERVER_ADDR,
+            backup: false,
+            probing: path_settings(),
+        };
+        let id = self.client.add_path(self.now, settings, socket).unwrap();
+        self.client
+            .set_socket_open(self.now, socket, true, &mut self.out);
+        self.transmit(true);
+        id
+    }
+
+    fn session_id(&self) -> (SessionId, u32) {
+        let server = self.server.report(self.now).sessions[0].local_id;
+        (self.client.session_id().expect("a session"), server)
+    }
+}
+
+#[test]
+fn a_path_added_mid_stream_joins_the_session_and_carries_data() {
+    let mut net = Net::established(&[10, 20], Duration::from_millis(200));
+    let session = net.session_id();
+    for tag in 0..400 {
+        if tag == 200 {
+            assert_eq!(net.add_client_path("p2", 5), PathId(2));
+        }
+        net.client_sends(tag, 1000);
+        net.run_for(Duration::from_micros(500));
+    }
+    net.run_for(Duration::from_millis(300));
+    let up: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(up, (0..400).collect::<Vec<_>>(), "in order, none lost");
+    assert_eq!(net.session_id(), session, "the same session on both ends");
+    let client = net.client_paths();
+    assert_eq!(client.len(), 3);
+    assert_eq!(client[2].state, "up");
+    assert!(client[2].sent_data_packets > 20, "{:?}", client[2]);
+    let server = net.server_paths();
+    assert_eq!(server.len(), 3, "the server learned the new path");
+    assert_eq!(server[2].remote, Some(client_addr(2).to_string()));
+}
+
+#[test]
+fn a_path_removed_mid_stream_hands_its_packets_to_the_others_and_ids_are_not_reused() {
+    let mut net = Net::established(&[10, 40], Duration::from_millis(300));
+    let session = net.session_id();
+    let mut reinjected_at_removal = 0;
+    for tag in 0..600 {
+        if tag == 300 {
+            let before = net.client.report(net.now).sessions[0].reinjected;
+            let socket = net.client.remove_path(net.now, "p1", &mut net.out).unwrap();
+            assert_eq!(socket, 1);
+            // The daemon closes the socket: nothing more goes out or comes in on it.
+            net.cut[1] = true;
+            net.transmit(true);
+            reinjected_at_removal = net.client.report(net.now).sessions[0].reinjected - before;
+        }
+        net.client_sends(tag, 1000);
+        net.run_for(Duration::from_micros(500));
+    }
+    net.run_for(Duration::from_millis(500));
+    let up: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(up, (0..600).collect::<Vec<_>>(), "in order, none lost");
+    assert!(
+        reinjected_at_removal > 0,
+        "the 40 ms path had packets in flight, re-sent at once"
+    );
+    assert_eq!(net.session_id(), session);
+    let paths = net.client_paths();
+    assert_eq!(
+        paths.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["p0"]
+    );
+    assert!(net.client.remove_path(net.now, "p1", &mut net.out).is_err());
+    // A path added later gets an id the session never used, not the removed one's.
+    assert_eq!(net.add_client_path("p1", 10), PathId(2));
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.client_paths()[1].state, "up");
+}
+
+#[test]
+fn a_scheduler_switch_mid_stream_keeps_the_stream_in_order() {
+    let mut net = Net::established(&[5, 60], Duration::from_millis(300));
+    let session = net.session_id();
+    let sent_on_slow = |net: &Net| net.client_paths()[1].sent_data_packets;
+    let mut slow_before = 0;
+    for tag in 0..600 {
+        if tag == 300 {
+            let mut settings = settings(Duration::from_millis(300));
+            settings.scheduler = "min-rtt".into();
+            net.client
+                .apply_settings(settings, Duration::from_secs(1), Duration::from_secs(10))
+                .unwrap();
+            slow_before = sent_on_slow(&net);
+        }
+        net.client_sends(tag, 200);
+        net.run_for(Duration::from_millis(1));
+    }
+    net.run_for(Duration::from_millis(400));
+    let up: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(up, (0..600).collect::<Vec<_>>());
+    assert_eq!(net.session_id(), session);
+    let report = net.client.report(net.now);
+    assert_eq!(report.sessions[0].scheduler, "min-rtt");
+    assert!(
+        slow_before > 50,
+        "round-robin used the slow path: {slow_before}"
+    );
+    // A light stream fits in the fast path's window: min-rtt leaves the slow one idle.
+    assert!(
+        sent_on_slow(&net) - slow_before < 10,
+        "{} data packets on the slow path after the switch",
+        sent_on_slow(&net) - slow_before
+    );
+    // An unknown scheduler is refused and nothing changes.
+    let mut bad = settings(Duration::from_millis(300));
+    bad.scheduler = "no-such".into();
+    assert!(net
+        .client
+        .apply_settings(bad, Duration::from_secs(1), Duration::from_secs(10))
+        .is_err());
+    assert_eq!(net.client.report(net.now).sessions[0].scheduler, "min-rtt");
+}
+
+#[test]
+fn a_closed_socket_takes_its_path_down_at_once_and_a_reopened_one_comes_back() {
+    let mut net = Net::established(&[10, 40], Duration::from_millis(300));
+    for tag in 0..600 {
+        if tag == 200 {
+            // The interface went down: the daemon closes the socket.
+            net.cut[1] = true;
+            net.client.set_socket_open(net.now, 1, false, &mut net.out);
+            net.transmit(true);
+            assert_eq!(net.client_paths()[1].state, "down");
+            assert_eq!(net.client_paths()[1].bytes_in_flight, 0);
+        }
+        if tag == 400 {
+            net.cut[1] = false;
+            net.client.set_socket_open(net.now, 1, true, &mut net.out);
+            net.transmit(true);
+        }
+        net.client_sends(tag, 1000);
+        net.run_for(Duration::from_micros(500));
+    }
+    let sent_after_reopen = net.client_paths()[1].sent_data_packets;
+    for tag in 600..800 {
+        net.client_sends(tag, 1000);
+        net.run_for(Duration::from_micros(500));
+    }
+    net.run_for(Duration::from_millis(500));
+    let up: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(up, (0..800).collect::<Vec<_>>(), "in order, none lost");
+    assert_eq!(net.client_paths()[1].state, "up");
+    assert!(net.client_paths()[1].sent_data_packets > sent_after_reopen + 20);
+}
+
+#[test]
+fn server_peer_changes_apply_in_place_and_a_removed_peer_is_closed() {
+    let mut net = Net::established(&[10, 10], Duration::from_millis(100));
+    let session = net.session_id();
+    // Same key, new name and one more allowed address: the session stays.
+    let other = Ipv4Addr::new(198, 18, 100, 9);
+    let peer = |allowed: &[Ipv4Addr]| PeerSettings {
+        name: "renamed".into(),
+        public_key: net.client_public,
+        allowed_ips: allowed
+            .iter()
+            .map(|ip| IpNet {
+                addr: IpAddr::V4(*ip),
+                prefix_len: 32,
+            })
+            .collect(),
+    };
+    let kept = vec![peer(&[CLIENT_INNER, other])];
+    net.server.set_peers(net.now, kept, &mut net.out);
+    assert!(net.out.is_empty());
+    net.server_sends(7, other);
+    net.run_for(Duration::from_millis(50));
+    assert_eq!(net.session_id(), session);
+    assert_eq!(
+        net.client_received
+            .iter()
+            .map(|p| tag_of(p))
+            .collect::<Vec<_>>(),
+        [7]
+    );
+    assert_eq!(net.server.report(net.now).sessions[0].peer, "renamed");
+    // The key is gone: goodbye, and the client's new handshakes are refused.
+    net.server.set_peers(net.now, Vec::new(), &mut net.out);
+    net.transmit(false);
+    net.run_for(Duration::from_millis(50));
+    assert_eq!(net.server.session_count(), 0);
+    assert!(!net.client.is_established(), "the client heard the goodbye");
+    net.run_for(Duration::from_secs(3));
+    assert!(!net.client.is_established());
+    assert!(net.server.drops().get(DropReason::HandshakeRejected) >= 2);
 }
