@@ -337,7 +337,8 @@ def main() -> int:
     parser.add_argument("--direction", choices=("up", "down", "both"), default="down",
                         help="up: client to server; down: server to client")
     parser.add_argument("--timeout", type=float, default=120, help="transfer timeout (s)")
-    parser.add_argument("--scheduler", default="round-robin", help="mptund scheduler")
+    parser.add_argument("--scheduler", default="earliest-arrival",
+                        help="mptund scheduler (the daemon's default; the CI test uses round-robin for equal shares)")
     parser.add_argument("--prefix", help="namespace name prefix (default: unique per run)")
     parser.add_argument("--ns3-arg", action="append", default=[],
                         help="passed to mptund-ns3, e.g. --ns3-arg=--p2pRate=8Mbps (repeatable; "
