@@ -67,7 +67,8 @@ pub const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(5);
 /// timeout common in carrier NATs, and about 20 kB per hour with the answers.
 pub const DEFAULT_BACKUP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(25);
 
-/// Scheduler used when `[scheduler]` is absent.
+/// Scheduler used when `[scheduler]` is absent: the best of the seven for one TCP flow
+/// over every benchmark scenario (`benches/schedulers/REPORT.md`).
 pub const DEFAULT_SCHEDULER: &str = "earliest-arrival";
 
 /// Default `scheduler.duplicate_latency_critical`: off until the benchmark in
