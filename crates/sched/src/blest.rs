@@ -147,7 +147,6 @@ impl Scheduler for Blest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path::PathState;
     use crate::test_support::*;
 
     /// Reorder window of 1 MB for the table: measured() paths have
@@ -185,11 +184,7 @@ mod tests {
                 },
                 Case {
                     name: "fastest down: next",
-                    paths: vec![measured(0, 100, 10), {
-                        let mut view = measured(1, 10, 10);
-                        view.state = PathState::Down;
-                        view
-                    }],
+                    paths: vec![measured(0, 100, 10), gone_down(measured(1, 10, 10))],
                     expected: one(&[0]),
                 },
                 Case {

@@ -127,7 +127,6 @@ impl Scheduler for EarliestArrival {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path::PathState;
     use crate::test_support::*;
 
     #[test]
@@ -186,11 +185,7 @@ mod tests {
                 },
                 Case {
                     name: "fastest down: next",
-                    paths: vec![measured(0, 40, 10), {
-                        let mut view = measured(1, 10, 10);
-                        view.state = PathState::Down;
-                        view
-                    }],
+                    paths: vec![measured(0, 40, 10), gone_down(measured(1, 10, 10))],
                     expected: one(&[0]),
                 },
                 Case {

@@ -125,7 +125,7 @@ impl Scheduler for Ecf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path::{PathId, PathState};
+    use crate::path::PathId;
     use crate::test_support::*;
 
     fn backlog(bytes: u64) -> PacketInfo {
@@ -158,11 +158,7 @@ mod tests {
                 },
                 Case {
                     name: "fastest down: next",
-                    paths: vec![measured(0, 40, 10), {
-                        let mut view = measured(1, 10, 10);
-                        view.state = PathState::Down;
-                        view
-                    }],
+                    paths: vec![measured(0, 40, 10), gone_down(measured(1, 10, 10))],
                     expected: one(&[0]),
                 },
                 Case {

@@ -101,11 +101,7 @@ mod tests {
                 },
                 Case {
                     name: "fastest path down",
-                    paths: vec![measured(0, 30, 10), {
-                        let mut view = measured(1, 10, 10);
-                        view.state = crate::path::PathState::Down;
-                        view
-                    }],
+                    paths: vec![measured(0, 30, 10), gone_down(measured(1, 10, 10))],
                     expected: one(&[0]),
                 },
                 Case {

@@ -48,6 +48,12 @@ pub fn full(mut view: PathView) -> PathView {
     view
 }
 
+/// `view` (measured or not) gone down.
+pub fn gone_down(mut view: PathView) -> PathView {
+    view.state = PathState::Down;
+    view
+}
+
 /// `view` held back by its pacer.
 pub fn paced(mut view: PathView) -> PathView {
     view.pacing_ready = false;

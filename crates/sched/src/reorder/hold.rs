@@ -97,11 +97,6 @@ impl AdaptiveHold {
         }
     }
 
-    /// The bounds in force.
-    pub fn bounds(&self) -> HoldBounds {
-        self.bounds
-    }
-
     /// Replaces the bounds (configuration reload).
     pub fn set_bounds(&mut self, bounds: HoldBounds) {
         self.bounds = bounds;
