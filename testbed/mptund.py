@@ -132,19 +132,25 @@ class DaemonPair:
         return client, server
 
     def start(self, timeout: float = 15.0) -> None:
-        client_config, server_config = self.write_configs()
-        env = {**os.environ, "MPTUND_LOG": self.log_level}
-        self.server_log = open(self.workdir / "server.log", "w")
-        self.client_log = open(self.workdir / "client.log", "w")
-        self.server_proc = self.server_ns.popen(
-            self.binary, "run", "--config", server_config,
-            "--stats-file", self.workdir / "server-stats.json",
-            stdout=self.server_log, stderr=subprocess.STDOUT, env=env)
-        self.client_proc = self.client_ns.popen(
-            self.binary, "run", "--config", client_config,
-            "--stats-file", self.workdir / "client-stats.json",
-            stdout=self.client_log, stderr=subprocess.STDOUT, env=env)
+        self.write_configs()
+        self.start_server()
+        self.start_client()
         self.wait_established(timeout)
+
+    def _start(self, side: str, ns: Netns) -> subprocess.Popen:
+        """One daemon, its log appended to `side`.log (a restart keeps the old lines)."""
+        env = {**os.environ, "MPTUND_LOG": self.log_level}
+        log = open(self.workdir / f"{side}.log", "a")
+        setattr(self, f"{side}_log", log)
+        return ns.popen(self.binary, "run", "--config", self.workdir / f"{side}.toml",
+                        "--stats-file", self.workdir / f"{side}-stats.json",
+                        stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def start_server(self) -> None:
+        self.server_proc = self._start("server", self.server_ns)
+
+    def start_client(self) -> None:
+        self.client_proc = self._start("client", self.client_ns)
 
     def wait_established(self, timeout: float) -> None:
         """Until a ping crosses the tunnel (both TUNs up, handshake done)."""
@@ -170,16 +176,17 @@ class DaemonPair:
 
     def stop(self) -> tuple[dict, dict]:
         """SIGTERM both daemons (client first, so it can say goodbye) and return their
-        final reports (`--stats-file`)."""
+        final reports (`--stats-file`). Both are stopped before a failed exit is
+        reported."""
         codes = {}
-        for name, proc in (("client", self.client_proc), ("server", self.server_proc)):
+        for side in ("client", "server"):
+            proc = getattr(self, f"{side}_proc")
             if proc is not None:
-                codes[name] = self.bed.stop_process(proc)
-        for handle in (self.client_log, self.server_log):
-            handle.close()
-        for name, code in codes.items():
+                codes[side] = self.bed.stop_process(proc)
+                getattr(self, f"{side}_log").close()
+        for side, code in codes.items():
             if code != 0:
-                raise RuntimeError(f"mptund {name} exited with {code}:\n{self.log(name)}")
+                raise RuntimeError(f"mptund {side} exited with {code}:\n{self.log(side)}")
         return (json.loads((self.workdir / "client-stats.json").read_text()),
                 json.loads((self.workdir / "server-stats.json").read_text()))
 

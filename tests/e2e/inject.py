@@ -6,6 +6,12 @@ sends to the server's port: exact replays, copies with a forged nonce counter (t
 AEAD tag no longer matches), truncated and random datagrams, handshake inits with a
 bad MAC and with a valid MAC but garbage Noise, and an oversized datagram. Prints
 what it sent as JSON, and whether the server answered anything (it must not).
+
+With --rewrite-init-path-ids it plays the attacker who once crashed the server: it
+captures a genuine HandshakeInit as the client starts, waits for a line on stdin (the
+test restarts the server meanwhile, so the init's timestamp is new to it again), then
+sends copies with the path id rewritten and mac1 recomputed, which takes only the
+server's public key.
 """
 
 import argparse
@@ -26,8 +32,9 @@ INIT_LEN = 128
 MAC1_INPUT_LEN = 112
 
 
-def capture(interface: str, port: int, count: int, timeout: float) -> list[bytes]:
-    """UDP payloads of data datagrams to `port` seen on `interface`."""
+def capture(interface: str, port: int, count: int, timeout: float,
+            packet_type: int = DATA) -> list[bytes]:
+    """UDP payloads of datagrams of `packet_type` to `port` seen on `interface`."""
     sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
     sniffer.bind((interface, ETH_P_IP))
     sniffer.settimeout(timeout)
@@ -42,7 +49,7 @@ def capture(interface: str, port: int, count: int, timeout: float) -> list[bytes
         header_len = (ip[0] & 0x0F) * 4
         dst_port = struct.unpack("!H", ip[header_len + 2:header_len + 4])[0]
         payload = ip[header_len + 8:]
-        if dst_port == port and payload and payload[0] == DATA:
+        if dst_port == port and payload and payload[0] == packet_type:
             found.append(bytes(payload))
     return found
 
@@ -58,10 +65,13 @@ def main() -> None:
     parser.add_argument("--capture-interface", required=True)
     parser.add_argument("--server-public-key", required=True)
     parser.add_argument("--each", type=int, default=3)
+    parser.add_argument("--rewrite-init-path-ids", type=int, nargs="+", metavar="ID")
     args = parser.parse_args()
     host, port = args.server.rsplit(":", 1)
     port = int(port)
     server_public = base64.b64decode(args.server_public_key)
+    if args.rewrite_init_path_ids:
+        return rewritten_inits(args, (host, port), server_public)
 
     captured = capture(args.capture_interface, port, args.each, timeout=20)
     if len(captured) < args.each:
@@ -100,6 +110,27 @@ def main() -> None:
     except socket.timeout:
         answered = 0
     print(json.dumps({"sent": sent, "answer_bytes": answered}))
+
+
+def rewritten_inits(args, target: tuple[str, int], server_public: bytes) -> None:
+    captured = capture(args.capture_interface, target[1], 1, timeout=20,
+                       packet_type=HANDSHAKE_INIT)
+    if not captured or len(captured[0]) != INIT_LEN:
+        raise SystemExit("captured no handshake init")
+    print("captured", file=sys.stderr, flush=True)
+    sys.stdin.readline()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for path_id in args.rewrite_init_path_ids:
+        crafted = bytearray(captured[0])
+        crafted[1] = path_id
+        crafted[MAC1_INPUT_LEN:] = mac1(server_public, bytes(crafted))
+        sock.sendto(bytes(crafted), target)
+    sock.settimeout(1.0)
+    try:
+        answered = len(sock.recv(65535))
+    except socket.timeout:
+        answered = 0
+    print(json.dumps({"sent": len(args.rewrite_init_path_ids), "answer_bytes": answered}))
 
 
 if __name__ == "__main__":

@@ -126,6 +126,46 @@ def test_bad_input_is_dropped_and_counted_while_a_transfer_runs(tunnel):
         "198.18.1.2", "198.18.2.2", "198.18.3.2"]
 
 
+def test_a_captured_init_with_a_rewritten_path_id_does_not_take_down_a_fresh_server():
+    """The remote crash: a genuine init, replayed to a freshly started server (which has
+    no memory of its timestamp) with path id 64, 200 or 255 and mac1 recomputed."""
+    with Testbed() as bed:
+        client, server, uplinks = direct_topology(bed, 1)
+        pair = DaemonPair(bed, client, server, uplinks)
+        pair.write_configs()
+        server_public = subprocess.run([pair.binary, "pubkey"], check=True, capture_output=True,
+                                       text=True, input=(pair.workdir / "server.key").read_text()
+                                       ).stdout.strip()
+        injector = server.popen(
+            sys.executable, INJECT, "--server", f"{SERVER_PUBLIC_ADDR}:{SERVER_PORT}",
+            "--capture-interface", "p1", "--server-public-key", server_public,
+            "--rewrite-init-path-ids", "64", "200", "255",
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert injector.stderr.readline().strip() == "capturing"
+        pair.start_server()
+        pair.start_client()
+        pair.wait_established(15)
+        assert injector.stderr.readline().strip() == "captured"
+        pair.stop()
+
+        pair.start_server()
+        deadline = time.monotonic() + 10
+        while f":{SERVER_PORT}" not in server.output("ss", "-Hlun"):
+            assert time.monotonic() < deadline, "the restarted server never listened"
+            time.sleep(0.05)
+        out, err = injector.communicate("fire\n", timeout=30)
+        assert injector.returncode == 0, err
+        assert json.loads(out) == {"sent": 3, "answer_bytes": 0}
+        time.sleep(0.2)
+        assert pair.server_proc.poll() is None, f"the server died:\n{pair.log('server')}"
+
+        pair.start_client()
+        pair.wait_established(15)
+        _, report = pair.stop()
+        assert report["drops"]["handshake_rejected"] == 3
+        assert report["sessions_established"] == 1
+
+
 def test_config_mistake_names_file_line_and_field(tmp_path):
     from mptund import mptund_binary
     broken = tmp_path / "client.toml"

@@ -138,6 +138,14 @@ fn mac1_key(server: &PublicKey) -> hmac::Key {
     hmac::Key::new(hmac::HMAC_SHA256, context.finish().as_ref())
 }
 
+/// Writes the mac1 of an init for `server`. Anyone who knows the server's public
+/// key can do this, which is why mac1 only spares the server Diffie-Hellman work
+/// on junk and proves nothing about the sender.
+pub fn write_mac1(server: &PublicKey, init: &mut [u8; HANDSHAKE_INIT_LEN]) {
+    let mac = mac1(&mac1_key(server), &init[field::INIT_MAC1_INPUT]);
+    init[field::INIT_MAC1].copy_from_slice(&mac);
+}
+
 fn mac1(key: &hmac::Key, input: &[u8]) -> [u8; MAC1_LEN] {
     let mut out = [0u8; MAC1_LEN];
     out.copy_from_slice(&hmac::sign(key, input).as_ref()[..MAC1_LEN]);
@@ -210,8 +218,7 @@ pub fn initiate(
             "unexpected Noise message 1 length",
         ));
     }
-    let mac = mac1(&mac1_key(server), &out[field::INIT_MAC1_INPUT]);
-    out[field::INIT_MAC1].copy_from_slice(&mac);
+    write_mac1(server, out);
     Ok(PendingHandshake {
         handshake: Some(handshake),
         sender,

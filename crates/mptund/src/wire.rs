@@ -41,6 +41,9 @@ pub const HANDSHAKE_VERSION: u8 = 1;
 pub const TRANSPORT_VERSION: u8 = 0;
 /// Length of a control frame's header: type (1) and body length (2).
 pub const FRAME_HEADER_LEN: usize = 3;
+/// Highest path id on the wire: a session tracks its paths in a 64-bit set, so
+/// a datagram or frame naming a higher id is malformed.
+pub const MAX_PATH_ID: u8 = mptund_sched::PathId::MAX_IN_SET;
 
 const _: () = assert!(DATA_OVERHEAD == 44);
 
@@ -134,6 +137,9 @@ pub enum WireError {
     /// The reserved byte is not zero.
     #[error("reserved byte is {0:#04x}, must be 0")]
     BadReserved(u8),
+    /// A path id above [`MAX_PATH_ID`].
+    #[error("path id {0} is above the highest, {MAX_PATH_ID}")]
+    PathIdOutOfRange(u8),
     /// A control frame's header or body runs past the end of the plaintext.
     #[error("control frame truncated: needs {needed} bytes, {got} left")]
     FrameTruncated {
@@ -259,8 +265,9 @@ pub fn packet_type(datagram: &[u8]) -> Result<PacketType, WireError> {
     PacketType::try_from(datagram[field::TYPE])
 }
 
-/// Checks the version and reserved bytes of a datagram whose length was checked.
-fn check_version(datagram: &[u8], expected: u8) -> Result<(), WireError> {
+/// Checks the version, reserved and path id bytes of a datagram whose length was
+/// checked.
+fn check_common(datagram: &[u8], expected: u8) -> Result<(), WireError> {
     let version = datagram[field::VERSION];
     if version != expected {
         return Err(WireError::BadVersion {
@@ -272,7 +279,15 @@ fn check_version(datagram: &[u8], expected: u8) -> Result<(), WireError> {
     if reserved != 0 {
         return Err(WireError::BadReserved(reserved));
     }
+    check_path_id(datagram[field::PATH_ID])?;
     Ok(())
+}
+
+fn check_path_id(path_id: u8) -> Result<u8, WireError> {
+    if path_id > MAX_PATH_ID {
+        return Err(WireError::PathIdOutOfRange(path_id));
+    }
+    Ok(path_id)
 }
 
 fn emit_common(out: &mut [u8], packet_type: PacketType, path_id: u8, version: u8) {
@@ -299,7 +314,8 @@ pub struct TransportHeader {
 impl TransportHeader {
     /// Parses the header at the start of `datagram` (which may be the whole
     /// datagram or just its first 16 bytes). Checks the type is a transport
-    /// type, the version is 0 and the reserved byte is 0. Does not check that
+    /// type, the version is 0, the reserved byte is 0 and the path id is at most
+    /// [`MAX_PATH_ID`]. Does not check that
     /// a tag follows; opening the datagram does.
     pub fn parse(datagram: &[u8]) -> Result<Self, WireError> {
         check_len(datagram, TRANSPORT_HEADER_LEN)?;
@@ -310,7 +326,7 @@ impl TransportHeader {
                 got: packet_type,
             });
         }
-        check_version(datagram, TRANSPORT_VERSION)?;
+        check_common(datagram, TRANSPORT_VERSION)?;
         Ok(TransportHeader {
             packet_type,
             path_id: datagram[field::PATH_ID],
@@ -527,7 +543,7 @@ impl<'a> Frame<'a> {
                     ));
                 }
                 Ok(Frame::Ack {
-                    path_id: body[0],
+                    path_id: check_path_id(body[0])?,
                     ack_delay_us: read_u32(body, 1..5),
                     largest_owd_raw_us: read_u32(body, 5..9),
                     ranges: AckRangesView { bytes: ranges },
@@ -748,7 +764,7 @@ fn check_handshake(
             got: datagram.len(),
         });
     }
-    check_version(datagram, HANDSHAKE_VERSION)
+    check_common(datagram, HANDSHAKE_VERSION)
 }
 
 /// A checked view of a HandshakeInit datagram (exactly 128 bytes).
@@ -758,8 +774,8 @@ pub struct HandshakeInit<'a> {
 }
 
 impl<'a> HandshakeInit<'a> {
-    /// Checks length (exactly [`HANDSHAKE_INIT_LEN`]), type, version and
-    /// reserved byte. Says nothing about authenticity: check mac1 next.
+    /// Checks length (exactly [`HANDSHAKE_INIT_LEN`]), type, version, reserved
+    /// byte and path id. Says nothing about authenticity: check mac1 next.
     pub fn new_checked(datagram: &'a [u8]) -> Result<Self, WireError> {
         check_handshake(
             datagram,
@@ -810,8 +826,8 @@ pub struct HandshakeResponse<'a> {
 }
 
 impl<'a> HandshakeResponse<'a> {
-    /// Checks length (exactly [`HANDSHAKE_RESPONSE_LEN`]), type, version and
-    /// reserved byte.
+    /// Checks length (exactly [`HANDSHAKE_RESPONSE_LEN`]), type, version,
+    /// reserved byte and path id.
     pub fn new_checked(datagram: &'a [u8]) -> Result<Self, WireError> {
         check_handshake(
             datagram,
@@ -924,12 +940,12 @@ mod tests {
         assert_eq!(header.counter, 0x0001_0203_0405);
 
         let control = [
-            0x04, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x04, 0x3f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
             0xff, 0xff, 0xaa, 0xbb, // trailing ciphertext is ignored
         ];
         let header = TransportHeader::parse(&control).unwrap();
         assert_eq!(header.packet_type, PacketType::Control);
-        assert_eq!(header.path_id, 0xff);
+        assert_eq!(header.path_id, MAX_PATH_ID);
         assert_eq!(header.receiver, SessionId(1));
         assert_eq!(header.counter, u64::MAX);
     }
@@ -971,6 +987,14 @@ mod tests {
             TransportHeader::parse(&bad),
             Err(WireError::BadReserved(0x80))
         );
+        for path_id in [64, 200, 255] {
+            let mut bad = DATA_HEADER;
+            bad[1] = path_id;
+            assert_eq!(
+                TransportHeader::parse(&bad),
+                Err(WireError::PathIdOutOfRange(path_id))
+            );
+        }
     }
 
     #[test]
@@ -1143,6 +1167,12 @@ mod tests {
         let mut cut = ACK_FRAME[..24].to_vec();
         cut[2] = 21;
         assert!(frames(&cut).next().unwrap().is_err());
+        let mut far_path = ACK_FRAME;
+        far_path[3] = 64;
+        assert_eq!(
+            frames(&far_path).next(),
+            Some(Err(WireError::PathIdOutOfRange(64)))
+        );
     }
 
     #[test]
@@ -1309,6 +1339,14 @@ mod tests {
             }
         );
         assert!(HandshakeInit::new_checked(&bytes[..2]).is_err());
+        for path_id in [64, 200, 255] {
+            let mut bad = bytes;
+            bad[1] = path_id;
+            assert_eq!(
+                HandshakeInit::new_checked(&bad).unwrap_err(),
+                WireError::PathIdOutOfRange(path_id)
+            );
+        }
     }
 
     #[test]
@@ -1378,7 +1416,7 @@ mod tests {
         }
 
         #[test]
-        fn transport_header_round_trip(control in any::<bool>(), path_id in any::<u8>(),
+        fn transport_header_round_trip(control in any::<bool>(), path_id in 0..=MAX_PATH_ID,
                                        receiver in any::<u32>(), counter in any::<u64>()) {
             let header = TransportHeader {
                 packet_type: if control { PacketType::Control } else { PacketType::Data },

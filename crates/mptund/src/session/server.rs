@@ -17,7 +17,9 @@ use crate::config::IpNet;
 use crate::counters::{DropCounters, DropReason};
 use crate::handshake::Responder;
 use crate::keys::{PrivateKey, PublicKey};
-use crate::wire::{self, PacketType, SessionId, TransportHeader, HANDSHAKE_RESPONSE_LEN};
+use crate::wire::{
+    self, HandshakeInit, PacketType, SessionId, TransportHeader, HANDSHAKE_RESPONSE_LEN,
+};
 
 /// How long a closed session still accepts the copies of the client's goodbye and
 /// packets still in flight on slower paths.
@@ -183,8 +185,16 @@ impl ServerCore {
         packet: &Packet,
         out: &mut Vec<Outgoing>,
     ) {
-        // The MAC needs only a hash, so junk and datagrams for another server are
+        // The view checks every field the server acts on before any state changes;
+        // the MAC needs only a hash, so junk and datagrams for another server are
         // turned away before any Diffie-Hellman work.
+        if let Err(error) = HandshakeInit::new_checked(packet.bytes()) {
+            return self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &format_args!("handshake from {}: {error}", received.from),
+            );
+        }
         if !self.responder.verify_mac(packet.bytes()) {
             return self.drops.record(
                 now,
@@ -213,7 +223,7 @@ impl ServerCore {
                 &format_args!("handshake from {} with an unknown key", received.from),
             );
         };
-        let peer = &mut self.peers[peer_index];
+        let peer = &self.peers[peer_index];
         if peer
             .last_handshake_nanos
             .is_some_and(|last| accepted.unix_time_nanos <= last)
@@ -242,10 +252,14 @@ impl ServerCore {
         let handshake_nanos = accepted.unix_time_nanos;
         let mut response = self.pool.take();
         let start = response.start();
-        let message: &mut [u8; HANDSHAKE_RESPONSE_LEN] = (&mut response.buffer_mut()
-            [start..start + HANDSHAKE_RESPONSE_LEN])
-            .try_into()
-            .expect("pool buffers hold a handshake message");
+        let Some(message) = response
+            .buffer_mut()
+            .get_mut(start..start + HANDSHAKE_RESPONSE_LEN)
+            .and_then(|slot| <&mut [u8; HANDSHAKE_RESPONSE_LEN]>::try_from(slot).ok())
+        else {
+            self.pool.recycle(response);
+            return tracing::error!("a pool buffer cannot hold a handshake response");
+        };
         let keys = match accepted.respond(local_id, message) {
             Ok(keys) => keys,
             Err(error) => {
@@ -256,14 +270,6 @@ impl ServerCore {
             }
         };
         response.set_range(start, start + HANDSHAKE_RESPONSE_LEN);
-        let peer = &mut self.peers[peer_index];
-        peer.last_handshake_nanos = Some(handshake_nanos);
-        if let Some(old) = peer.session.replace(local_id) {
-            if let Some(mut old) = self.sessions.remove(&old) {
-                tracing::info!(peer = %peer.settings.name, session = old.session.local_id.0, "replaced by a new handshake");
-                old.session.recycle_buffers(now, &mut self.pool);
-            }
-        }
         let mut session = Session::new(
             now,
             local_id,
@@ -274,10 +280,24 @@ impl ServerCore {
             &self.session_settings,
             false,
         );
-        let index = session
-            .path_for(path_id, Some(&self.path_settings), now)
-            .expect("a new session has room for a path");
+        // Nothing about the peer changes until the new session has its path.
+        let Some(index) = session.path_for(path_id, Some(&self.path_settings), now) else {
+            self.pool.recycle(response);
+            return self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &format_args!("handshake from {} names path {}", received.from, path_id.0),
+            );
+        };
         session.on_authenticated(now, index, &received, packet.len(), true);
+        let peer = &mut self.peers[peer_index];
+        peer.last_handshake_nanos = Some(handshake_nanos);
+        if let Some(old) = peer.session.replace(local_id) {
+            if let Some(mut old) = self.sessions.remove(&old) {
+                tracing::info!(peer = %peer.settings.name, session = old.session.local_id.0, "replaced by a new handshake");
+                old.session.recycle_buffers(now, &mut self.pool);
+            }
+        }
         tracing::info!(peer = %peer.settings.name, session = local_id.0, from = %received.from, "session established");
         self.sessions_established += 1;
         self.sessions.insert(

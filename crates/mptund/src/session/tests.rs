@@ -639,25 +639,7 @@ fn latency_critical_packets_go_on_the_two_fastest_paths_and_arrive_once() {
 fn client_re_handshakes_after_the_server_forgets_it() {
     let mut net = Net::established(&[10, 10], Duration::from_millis(50));
     let before = net.client.report(net.now).sessions[0].local_id;
-    // A server restart: same key and peers, no sessions.
-    let peers = vec![PeerSettings {
-        name: "client".into(),
-        public_key: net.client_public,
-        allowed_ips: vec![IpNet {
-            addr: IpAddr::V4(CLIENT_INNER),
-            prefix_len: 32,
-        }],
-    }];
-    net.server = ServerCore::new(
-        ServerSettings {
-            private_key: net.server_key.clone(),
-            peers,
-            session: settings(Duration::from_millis(50)),
-            path: path_settings(),
-            session_idle_timeout: Duration::from_secs(180),
-        },
-        pool(),
-    );
+    net.restart_server();
     net.run_for(Duration::from_secs(12));
     assert!(net.client.is_established());
     let after = net.client.report(net.now).sessions[0].local_id;
@@ -670,6 +652,78 @@ fn client_re_handshakes_after_the_server_forgets_it() {
             .map(|p| tag_of(p))
             .collect::<Vec<_>>(),
         [42]
+    );
+}
+
+impl Net {
+    /// The server as freshly restarted: same key and peers, no sessions, no memory of
+    /// handshake timestamps.
+    fn restart_server(&mut self) {
+        let peers = vec![PeerSettings {
+            name: "client".into(),
+            public_key: self.client_public,
+            allowed_ips: vec![IpNet {
+                addr: IpAddr::V4(CLIENT_INNER),
+                prefix_len: 32,
+            }],
+        }];
+        self.server = ServerCore::new(
+            ServerSettings {
+                private_key: self.server_key.clone(),
+                peers,
+                session: settings(Duration::from_millis(50)),
+                path: path_settings(),
+                session_idle_timeout: Duration::from_secs(180),
+            },
+            pool(),
+        );
+    }
+
+    /// The first handshake init the client sent.
+    fn captured_init(&self) -> [u8; crate::wire::HANDSHAKE_INIT_LEN] {
+        self.captured
+            .iter()
+            .find(|(_, bytes)| {
+                bytes.first() == Some(&(crate::wire::PacketType::HandshakeInit as u8))
+            })
+            .and_then(|(_, bytes)| bytes.as_slice().try_into().ok())
+            .expect("the client sent an init")
+    }
+}
+
+/// A captured init replayed to a restarted server with its path id rewritten and mac1
+/// recomputed (the server's public key is all that takes) once crashed the server.
+#[test]
+fn a_replayed_init_with_a_rewritten_path_id_is_refused_and_the_client_still_connects() {
+    let mut net = Net::established(&[10, 10], Duration::from_millis(50));
+    let genuine = net.captured_init();
+    net.restart_server();
+    let answered_before = net.server_datagrams;
+    let server_public = net.server_key.public_key();
+    for path_id in [64u8, 200, 255] {
+        let mut crafted = genuine;
+        crafted[crate::wire::field::PATH_ID] = path_id;
+        crate::handshake::write_mac1(&server_public, &mut crafted);
+        net.inject_to_server(0, crafted.to_vec());
+    }
+    assert_eq!(net.server.session_count(), 0);
+    assert_eq!(net.server.drops().get(DropReason::HandshakeRejected), 3);
+    assert_eq!(
+        net.server_datagrams, answered_before,
+        "a refused init gets no answer"
+    );
+    // The genuine client notices the lost session and connects again.
+    net.run_for(Duration::from_secs(12));
+    assert!(net.client.is_established());
+    assert_eq!(net.server.session_count(), 1);
+    net.client_sends(7, 100);
+    net.run_for(Duration::from_millis(50));
+    assert_eq!(
+        net.server_received
+            .iter()
+            .map(|p| tag_of(p))
+            .collect::<Vec<_>>(),
+        [7]
     );
 }
 
