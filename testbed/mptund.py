@@ -61,6 +61,13 @@ def direct_topology(bed: Testbed, paths: int) -> tuple[Netns, Netns, list[str]]:
     return client, server, uplinks
 
 
+def toml_table(heading: str, /, **settings) -> str:
+    """A TOML table of the settings that are not None (JSON strings, numbers and
+    booleans are TOML ones)."""
+    lines = "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items() if value is not None)
+    return f"\n[{heading}]\n{lines}"
+
+
 @dataclass
 class DaemonPair:
     """Client and server daemons with generated keys and configuration files."""
@@ -69,15 +76,16 @@ class DaemonPair:
     client_ns: Netns
     server_ns: Netns
     uplinks: list[str]
-    scheduler: str = "round-robin"
-    hold_ms: int = 100
+    # None leaves a setting out of the configuration: the daemon's own default.
+    scheduler: str | None = "round-robin"
+    hold_ms: int | None = 100
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mptund-")))
     log_level: str = "info"
     # The emulated topology disables IPv6 in its namespaces.
     inner_ipv6: bool = True
     stats_interval_ms: int = 5000
-    congestion_controller: str = "cubic"
-    reorder_adaptive: bool = True
+    congestion_controller: str | None = "cubic"
+    reorder_adaptive: bool | None = True
     duplicate_latency_critical: bool = False
     # Serve Prometheus metrics on this port of each namespace's loopback (None: off).
     metrics_port: int | None = None
@@ -101,13 +109,11 @@ class DaemonPair:
         server_pub = self._key_pair("server")
         paths = "".join(
             f'\n[[path]]\nname = "{uplink}"\ninterface = "{uplink}"\n' for uplink in self.uplinks)
-        toml_bool = lambda value: "true" if value else "false"
-        common = (f'\n[scheduler]\nname = "{self.scheduler}"\n'
-                  f"duplicate_latency_critical = {toml_bool(self.duplicate_latency_critical)}\n"
-                  f"\n[reorder]\nmax_hold_ms = {self.hold_ms}\n"
-                  f"adaptive = {toml_bool(self.reorder_adaptive)}\n"
-                  f'\n[congestion]\ncontroller = "{self.congestion_controller}"\n'
-                  f"\n[log]\nstats_interval_ms = {self.stats_interval_ms}\n")
+        common = (toml_table("scheduler", name=self.scheduler,
+                             duplicate_latency_critical=self.duplicate_latency_critical)
+                  + toml_table("reorder", max_hold_ms=self.hold_ms, adaptive=self.reorder_adaptive)
+                  + toml_table("congestion", controller=self.congestion_controller)
+                  + toml_table("log", stats_interval_ms=self.stats_interval_ms))
         if self.metrics_port is not None:
             common += f'\n[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
         # Each daemon's control socket in the work directory, so that parallel runs
