@@ -114,25 +114,38 @@ def summarise(raw: dict, rates_mbit: list[float], path_rate_mbit: float | None) 
     return result
 
 
-def run_mptund(topo: Topology, args, cc: str, duration_s: int, direction: str) -> dict:
+def run_mptund(topo: Topology, cc: str, duration_s: int, direction: str, **daemon_settings) -> dict:
     """The flow through a pair of mptund daemons (testbed/mptund.py's DaemonPair:
     keys, configs, `mptund run --config FILE` in the client and server namespaces,
-    wait until a ping crosses the tunnel), one tunnel path per uplink."""
+    wait until a ping crosses the tunnel), one tunnel path per uplink. The daemons'
+    final reports are in the result's "mptund_reports" (client, server)."""
     from mptund import SERVER_TUN_ADDR, DaemonPair  # the lead's harness; needs target/release/mptund
 
     daemons = DaemonPair(bed=topo.testbed, client_ns=topo.client, server_ns=topo.server,
-                         uplinks=topo.uplinks(), scheduler=args.mptund_scheduler,
-                         inner_ipv6=False)  # the topology disables IPv6
+                         uplinks=topo.uplinks(), inner_ipv6=False,  # the topology disables IPv6
+                         **daemon_settings)
     try:
         daemons.start()
     except (RuntimeError, TimeoutError) as error:
         return {"error": f"mptund did not start: {str(error)[:300]}"}
     result = iperf3(topo, cc, duration_s, direction, SERVER_TUN_ADDR)
     try:
-        daemons.stop()
+        result["mptund_reports"] = daemons.stop()
     except RuntimeError as error:
         result.setdefault("error", f"mptund exited badly: {str(error)[:300]}")
     return result
+
+
+def run_plain(topo: Topology, mode: str, cc: str, duration_s: int, direction: str,
+              path_index: int | None = None) -> dict:
+    """The flow without the tunnel: `single` over uplink path_index alone, `mptcp` as
+    kernel MPTCP over every uplink."""
+    if mode == "single":
+        return iperf3(topo, cc, duration_s, direction, topo.server_addr, bind=topo.client_addr(path_index))
+    if mode == "mptcp":
+        topo.enable_mptcp()
+        return iperf3(topo, cc, duration_s, direction, topo.server_addr, wrap=["mptcpize", "run"])
+    raise ValueError(mode)
 
 
 def run_one(scenario: Path, mode: str, cc: str, args, path_index: int | None = None) -> dict:
@@ -140,18 +153,11 @@ def run_one(scenario: Path, mode: str, cc: str, args, path_index: int | None = N
     duration_s = args.duration or summary["duration_s"]
     rates = nominal_rates_mbit(summary, args.direction)
     with Topology(scenario=scenario, rate_scale=args.rate_scale) as topo:
-        if mode == "single":
-            raw = iperf3(topo, cc, duration_s, args.direction, topo.server_addr, bind=topo.client_addr(path_index))
-            path_rate = rates[path_index - 1]
-        elif mode == "mptcp":
-            topo.enable_mptcp()
-            raw = iperf3(topo, cc, duration_s, args.direction, topo.server_addr, wrap=["mptcpize", "run"])
-            path_rate = None
-        elif mode == "mptund":
-            raw = run_mptund(topo, args, cc, duration_s, args.direction)
-            path_rate = None
+        if mode == "mptund":
+            raw = run_mptund(topo, cc, duration_s, args.direction, scheduler=args.mptund_scheduler)
         else:
-            raise ValueError(mode)
+            raw = run_plain(topo, mode, cc, duration_s, args.direction, path_index)
+        path_rate = rates[path_index - 1] if mode == "single" else None
         emulator = topo.stop_emulator()
         epoch = topo.emulator_epoch_unix_s
     result = summarise(raw, rates, path_rate)
@@ -162,11 +168,18 @@ def run_one(scenario: Path, mode: str, cc: str, args, path_index: int | None = N
         # iperf3 client launch; its first interval starts a few RTTs later (connect, parameters).
         "flow_start_after_emulator_start_s": (round(raw["client_started_unix"] - epoch, 2)
                                               if "client_started_unix" in raw else None),
-        "emulator_cpu_percent": round(emulator["cpu_percent"], 1) if emulator else None,
-        "emulator_drops": drops(emulator) if emulator else None,
-        "path_share": path_share(emulator, args.direction) if emulator else None,
+        **emulator_figures(emulator, args.direction),
     })
     return result
+
+
+def emulator_figures(emulator: dict | None, direction: str) -> dict:
+    """What the emulator saw of one run: its CPU, drops by cause, each path's share."""
+    return {
+        "emulator_cpu_percent": round(emulator["cpu_percent"], 1) if emulator else None,
+        "emulator_drops": drops(emulator) if emulator else None,
+        "path_share": path_share(emulator, direction) if emulator else None,
+    }
 
 
 def drops(emulator: dict) -> dict:
