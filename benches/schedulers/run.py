@@ -1,23 +1,30 @@
 #!/usr/bin/env python3
-"""Every mptund scheduler against kernel MPTCP and the best single path, one TCP flow.
+"""mptund schedulers against kernel MPTCP and the best single path, one TCP flow.
 
-For each scenario and TCP congestion control, in one run and on fresh topologies:
+For each scenario, direction and TCP congestion control, on fresh topologies:
 
-  single:<path>   plain TCP over the scenario's fastest path alone (the "best single path"),
+  single:<path>   plain TCP over the scenario's fastest path in the flow's direction
+                  alone (the "best single path"),
   mptcp           kernel MPTCP over all paths,
-  mptund:<sched>  the flow through the tunnel with each scheduler (and, with
-                  --duplicate, the best-known scheduler again with latency-critical
-                  duplication on).
+  mptund:<sched>  the flow through the tunnel with that scheduler; `mptund:default`
+                  leaves scheduler, reorder hold and congestion controller to the
+                  daemon's defaults (and, with --duplicate, the first scheduler again
+                  with latency-critical duplication on).
 
-The flow is a download (the server sends), as in the papers. For mptund runs the
-client daemon's final report adds the reorder buffer's figures: the hold in
-force at the end, mean and maximum hold, hold-time quantiles, packets released
-late and gaps skipped. Results are one JSON file per run in --out; `--report`
-writes the table and an SVG plot (goodput per scheduler per scenario) from them.
+A download has the server send, as in the papers; an upload has the client send, and
+the sum of path rates is then the sum of the `up` rates. Every cell runs --repeats
+times, the modes interleaved (A, B, C, A, B, C, ...) so that drift on the machine hits
+all modes alike. For mptund runs the receiving daemon's final report adds the reorder
+buffer's figures: the hold in force at the end, mean and maximum hold, hold-time
+quantiles, packets released late and gaps skipped. Results are one JSON file per run
+in --out; `--report` prints the tables (medians, min–max) and writes one SVG plot per
+direction and congestion control into --out. The daemon is $MPTUND_BIN, else
+target/release/mptund.
 
-    sudo python3 benches/schedulers/run.py --steady --cc cubic bbr
-    sudo python3 benches/schedulers/run.py --blockage --cc cubic
-    python3 benches/schedulers/run.py --report
+    sudo python3 benches/schedulers/run.py --matrix                      # the whole matrix
+    sudo python3 benches/schedulers/run.py --steady --cc cubic --direction download --repeats 1
+    sudo python3 benches/schedulers/run.py --scenario three-paths-lossy --schedulers default blest
+    python3 benches/schedulers/run.py --report --out benches/schedulers/results-matrix
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ import argparse
 import importlib.util
 import json
 import os
+import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -40,13 +49,16 @@ _spec.loader.exec_module(baselines)
 
 SCENARIOS = REPO_ROOT / "config" / "scenarios"
 RESULTS = HERE / "results"
-REPORT = HERE / "REPORT.md"
+# The matrix's runs apart from the older, download-only results of one commit.
+MATRIX_RESULTS = HERE / "results-matrix"
 
 # Scenarios whose paths never go away: the ones the 90 % target is about.
 STEADY = ["two-paths-symmetric", "two-paths-rtt-asymmetric", "hst-eight-lte", "lte-trace-wifi"]
 # One path's quality collapses for seconds (seed 001's 5G blockage).
 BLOCKAGE = ["5g-4g-blockage"]
 
+# The daemon's default scheduler and settings, whatever they are in the binary under test.
+DEFAULT = "default"
 SCHEDULERS = ["earliest-arrival", "round-robin", "weighted-round-robin", "min-rtt", "ecf", "blest", "redundant"]
 
 # Bytes on an Ethernet link per full-size inner TCP segment, and the TCP payload
@@ -62,9 +74,9 @@ def ceiling() -> dict:
     return {"mptund": TUNNEL_TCP_PAYLOAD / ETHERNET_FRAME, "plain_tcp": PLAIN_TCP_PAYLOAD / ETHERNET_FRAME}
 
 
-def reorder_figures(client_report: dict) -> dict:
-    """The download receiver's (client's) reorder buffer at the end of the run."""
-    sessions = client_report.get("sessions") or []
+def reorder_figures(receiver_report: dict) -> dict:
+    """The flow receiver's reorder buffer at the end of the run."""
+    sessions = receiver_report.get("sessions") or []
     if not sessions:
         return {}
     reorder = sessions[0]["reorder"]
@@ -97,59 +109,57 @@ def reorder_figures(client_report: dict) -> dict:
     }
 
 
-def run_mptund(topo: Topology, scheduler: str, duplicate: bool, cc: str, duration_s: int, args) -> dict:
-    from mptund import SERVER_TUN_ADDR, DaemonPair
+def sender_figures(sender_report: dict) -> dict:
+    """The flow sender's scheduling at the end of the run."""
+    sessions = sender_report.get("sessions") or [{}]
+    return {
+        "reinjected": sessions[0].get("reinjected"),
+        "queued": sessions[0].get("queued"),
+        "duplicated": sessions[0].get("duplicated"),
+        "drops": {k: v for k, v in sender_report.get("drops", {}).items() if v},
+        "sent_data_packets": {p["name"]: p["sent_data_packets"] for p in sessions[0].get("paths", [])},
+    }
 
-    daemons = DaemonPair(bed=topo.testbed, client_ns=topo.client, server_ns=topo.server,
-                         uplinks=topo.uplinks(), scheduler=scheduler, hold_ms=args.max_hold_ms,
-                         reorder_adaptive=not args.fixed_hold,
-                         duplicate_latency_critical=duplicate, inner_ipv6=False)
-    try:
-        daemons.start()
-    except (RuntimeError, TimeoutError) as error:
-        return {"error": f"mptund did not start: {str(error)[:300]}"}
-    raw = baselines.iperf3(topo, cc, duration_s, "download", SERVER_TUN_ADDR)
-    try:
-        client_report, server_report = daemons.stop()
-        raw["mptund_reorder"] = reorder_figures(client_report)
-        sessions = server_report.get("sessions") or [{}]
-        raw["mptund_sender"] = {
-            "reinjected": sessions[0].get("reinjected"),
-            "queued": sessions[0].get("queued"),
-            "duplicated": sessions[0].get("duplicated"),
-            "drops": {k: v for k, v in server_report.get("drops", {}).items() if v},
-            "sent_data_packets": {p["name"]: p["sent_data_packets"] for p in sessions[0].get("paths", [])},
-        }
-    except RuntimeError as error:
-        raw.setdefault("error", f"mptund exited badly: {str(error)[:300]}")
+
+def run_mptund(topo: Topology, scheduler: str, duplicate: bool, cc: str, duration_s: int,
+               direction: str, args) -> dict:
+    if scheduler == DEFAULT:
+        settings = {"scheduler": None, "hold_ms": None, "reorder_adaptive": None, "congestion_controller": None}
+    else:
+        settings = {"scheduler": scheduler, "hold_ms": args.max_hold_ms,
+                    "reorder_adaptive": False if args.fixed_hold else None, "congestion_controller": None}
+    raw = baselines.run_mptund(topo, cc, duration_s, direction,
+                               duplicate_latency_critical=duplicate, **settings)
+    if "mptund_reports" in raw:
+        client_report, server_report = raw.pop("mptund_reports")
+        receiver, sender = (client_report, server_report) if direction == "download" else (server_report, client_report)
+        raw["mptund_reorder"] = reorder_figures(receiver)
+        raw["mptund_sender"] = sender_figures(sender)
     return raw
 
 
-def run_one(scenario: Path, mode: str, cc: str, args) -> dict:
+def run_one(scenario: Path, mode: str, cc: str, direction: str, args) -> dict:
     summary = scenario_summary(scenario)
     duration_s = args.duration or summary["duration_s"]
-    rates = baselines.nominal_rates_mbit(summary, "download")
+    rates = baselines.nominal_rates_mbit(summary, direction)
     with Topology(scenario=scenario) as topo:
         path_rate = None
         if mode.startswith("single:"):
             index = [p["name"] for p in summary["paths"]].index(mode.split(":", 1)[1]) + 1
-            raw = baselines.iperf3(topo, cc, duration_s, "download", topo.server_addr,
-                                   bind=topo.client_addr(index))
+            raw = baselines.run_plain(topo, "single", cc, duration_s, direction, index)
             path_rate = rates[index - 1]
         elif mode == "mptcp":
-            topo.enable_mptcp()
-            raw = baselines.iperf3(topo, cc, duration_s, "download", topo.server_addr, wrap=["mptcpize", "run"])
+            raw = baselines.run_plain(topo, "mptcp", cc, duration_s, direction)
         else:
             scheduler = mode.split(":", 1)[1]
             duplicate = scheduler.endswith("+dup")
-            raw = run_mptund(topo, scheduler.removesuffix("+dup"), duplicate, cc, duration_s, args)
+            raw = run_mptund(topo, scheduler.removesuffix("+dup"), duplicate, cc, duration_s, direction, args)
         emulator = topo.stop_emulator()
     result = baselines.summarise(raw, rates, path_rate)
     result.update({
-        "scenario": summary["name"], "mode": mode, "cc": cc, "duration_s": duration_s,
-        "path_share": baselines.path_share(emulator, "download") if emulator else None,
-        "emulator_drops": baselines.drops(emulator) if emulator else None,
-        "emulator_cpu_percent": round(emulator["cpu_percent"], 1) if emulator else None,
+        "scenario": summary["name"], "mode": mode, "cc": cc, "direction": direction, "duration_s": duration_s,
+        "rate_scale": summary["rate_scale"], "random_loss": has_random_loss(summary),
+        **baselines.emulator_figures(emulator, direction),
     })
     for key in ("mptund_reorder", "mptund_sender"):
         if key in raw:
@@ -157,38 +167,71 @@ def run_one(scenario: Path, mode: str, cc: str, args) -> dict:
     return result
 
 
-def modes_for(scenario: Path, args) -> list[str]:
+def link_directions(summary: dict) -> list[dict]:
+    return [path[key] for path in summary["paths"] for key in ("up", "down")]
+
+
+def has_random_loss(summary: dict) -> bool:
+    """Random or burst loss on some path in some direction (a data or an ACK path)."""
+    return any(link["loss_percent"] or link["burst_loss_percent"] for link in link_directions(summary))
+
+
+def has_outages(summary: dict) -> bool:
+    return any(link["outages_ms"] for link in link_directions(summary))
+
+
+def steady_scenarios() -> list[str]:
+    """Every scenario file whose paths never go away."""
+    return [path.stem for path in sorted(SCENARIOS.glob("*.toml")) if not has_outages(scenario_summary(path))]
+
+
+def modes_for(scenario: Path, direction: str, schedulers: list[str], duplicate: bool) -> list[str]:
     summary = scenario_summary(scenario)
-    fastest = max(summary["paths"], key=lambda p: p["down"]["rate_mbit"] or 0.0)
-    modes = [f"single:{fastest['name']}", "mptcp"] + [f"mptund:{s}" for s in args.schedulers]
-    if args.duplicate:
-        modes.append(f"mptund:{args.schedulers[0]}+dup")
+    key = "down" if direction == "download" else "up"
+    fastest = max(summary["paths"], key=lambda p: p[key]["rate_mbit"] or 0.0)
+    modes = [f"single:{fastest['name']}", "mptcp"] + [f"mptund:{s}" for s in schedulers]
+    if duplicate:
+        modes.append(f"mptund:{schedulers[0]}+dup")
     return modes
 
 
-def run_scenarios(names: list[str], args) -> None:
+def result_file(out: Path, result: dict, repeat: int) -> Path:
+    mode = result["mode"].replace(":", "-")
+    return out / f"{result['scenario']}__{result['direction']}__{result['cc']}__{mode}__r{repeat}.json"
+
+
+def run_scenarios(names: list[str], directions: list[str], schedulers: list[str], args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
         scenario = SCENARIOS / f"{name}.toml"
-        for cc in args.cc:
-            for mode in modes_for(scenario, args):
-                result = run_one(scenario, mode, cc, args)
-                file = out / f"{result['scenario']}__{cc}__{mode.replace(':', '-')}.json"
-                file.write_text(json.dumps(result, indent=2))
-                reorder = result.get("mptund_reorder") or {}
-                print(f"{result['scenario']:<26} {cc:<6} {mode:<32} "
-                      f"{result.get('goodput_mbit', 'ERR')!s:>8} Mbit/s  ratio {result.get('ratio_to_sum')!s:>6}  "
-                      f"retx {result.get('retransmissions')!s:>5}  stall {result.get('longest_stall_s')!s:>4} s  "
-                      f"hold {reorder.get('mean_hold_ms', '')}/{reorder.get('max_hold_ms', '')} ms  "
-                      f"late {reorder.get('released_late', '')}  {result.get('error', '')}", flush=True)
+        for direction in directions:
+            modes = modes_for(scenario, direction, schedulers, args.duplicate)
+            for cc in args.cc:
+                for repeat in range(1, args.repeats + 1):
+                    for mode in modes:
+                        result = run_one(scenario, mode, cc, direction, args)
+                        result_file(out, result, repeat).write_text(json.dumps(result, indent=2))
+                        reorder = result.get("mptund_reorder") or {}
+                        print(f"{result['scenario']:<26} {direction:<8} {cc:<6} #{repeat} {mode:<28} "
+                              f"{result.get('goodput_mbit', 'ERR')!s:>8} Mbit/s  "
+                              f"ratio {result.get('ratio_to_sum')!s:>6}  retx {result.get('retransmissions')!s:>5}  "
+                              f"stall {result.get('longest_stall_s')!s:>4} s  "
+                              f"hold {reorder.get('mean_hold_ms', '')}/{reorder.get('max_hold_ms', '')} ms  "
+                              f"emu cpu {result.get('emulator_cpu_percent')}%  {result.get('error', '')}",
+                              flush=True)
 
 
 # ---- report -------------------------------------------------------------------------
 
 
 def load(out: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    for result in results:
+        # Files from before --direction are downloads on loss-free scenarios.
+        result.setdefault("direction", "download")
+        result.setdefault("random_loss", False)
+    return results
 
 
 # Intervals from this many seconds on count as steady state: the first ones hold
@@ -201,83 +244,178 @@ def steady_mbit(result: dict) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def table(results: list[dict]) -> str:
-    lines = ["| scenario | cc | mode | goodput Mbit/s | of sum of paths | steady state (from 3 s) of sum | "
-             "of MPTCP | of best single path | "
-             "retransmissions | longest stall s | mean / max hold ms | hold p99 ≤ ms | released late | gaps skipped |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    by_key = {(r["scenario"], r["cc"], r["mode"]): r for r in results}
-    order = {"single": 0, "mptcp": 1, "mptund": 2}
-    for r in sorted(results, key=lambda r: (r["scenario"], r["cc"], order.get(r["mode"].split(":")[0], 3),
-                                            -(r.get("goodput_mbit") or 0))):
-        if "error" in r:
-            lines.append(f"| {r['scenario']} | {r['cc']} | {r['mode']} | error: {r['error']} |" + " |" * 10)
-            continue
-        mptcp = by_key.get((r["scenario"], r["cc"], "mptcp"), {}).get("goodput_mbit")
-        single = next((x.get("goodput_mbit") for k, x in by_key.items()
-                       if k[0] == r["scenario"] and k[1] == r["cc"] and k[2].startswith("single:")), None)
-        of = lambda base: f"{r['goodput_mbit'] / base:.0%}" if base else ""
-        reorder = r.get("mptund_reorder") or {}
-        hold = (f"{reorder['mean_hold_ms']:.1f} / {reorder['max_hold_ms']:.0f}" if reorder else "")
-        lines.append(
-            f"| {r['scenario']} | {r['cc']} | {r['mode']} | {r['goodput_mbit']:.2f} | {r['ratio_to_sum']:.1%} | "
-            f"{steady_mbit(r) / r['sum_of_path_rates_mbit']:.1%} | "
-            f"{of(mptcp) if r['mode'] != 'mptcp' else ''} | {of(single) if not r['mode'].startswith('single') else ''} | "
-            f"{r['retransmissions']} | {r['longest_stall_s']:.1f} | {hold} | "
-            f"{reorder.get('hold_p99_bound_ms') or ''} | {reorder.get('released_late', '')} | "
-            f"{reorder.get('gaps_skipped', '')} |")
+# Targets for mptund's median goodput against the other modes' medians (issue 13).
+OF_MPTCP_TARGET = 0.95
+OF_SINGLE_TARGET = 1.0
+
+
+@dataclass
+class Cell:
+    """The runs of one mode in one scenario, direction and congestion control."""
+
+    runs: list[dict]
+
+    def goodputs(self) -> list[float]:
+        return [r["goodput_mbit"] for r in self.runs if "error" not in r]
+
+    def median(self, key: str = "goodput_mbit") -> float | None:
+        values = [r[key] for r in self.runs if "error" not in r and r.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    def spread(self) -> str:
+        """The min–max over the repeats in parentheses; nothing for one run."""
+        values = self.goodputs()
+        return f" ({min(values):.1f}–{max(values):.1f})" if len(values) > 1 else ""
+
+    def errors(self) -> list[str]:
+        return [r["error"] for r in self.runs if "error" in r]
+
+
+def cells(results: list[dict]) -> dict[tuple, dict[str, Cell]]:
+    """(scenario, direction, cc) -> mode -> its runs; every single-path mode counts as
+    "single" (the fastest path of the flow's direction)."""
+    grouped: dict[tuple, dict[str, Cell]] = {}
+    for r in results:
+        mode = "single" if r["mode"].startswith("single:") else r["mode"]
+        grouped.setdefault((r["scenario"], r["direction"], r["cc"]), {}).setdefault(mode, Cell([])).runs.append(r)
+    return dict(sorted(grouped.items()))
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator is not None and denominator else None
+
+
+def percent(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else ""
+
+
+def targets(of_mptcp: float | None, of_single: float | None, random_loss: bool) -> str:
+    mark = lambda ok: "✓" if ok else "✗"
+    flags = []
+    if of_mptcp is not None:
+        flags.append(f"{mark(of_mptcp >= OF_MPTCP_TARGET)} ≥{OF_MPTCP_TARGET:.0%} of MPTCP")
+    if of_single is not None:
+        flags.append(f"{mark(of_single >= OF_SINGLE_TARGET)} ≥ best single")
+    if random_loss and of_mptcp is not None:
+        flags.append(f"{mark(of_mptcp > 1.0)} > MPTCP (loss)")
+    return ", ".join(flags)
+
+
+def comparison_table(results: list[dict]) -> str:
+    """One row per scenario, direction, congestion control and mptund mode: medians of
+    the repeats, min–max, and the targets."""
+    lines = ["| scenario | dir | cc | mptund mode | runs | sum of paths Mbit/s | mptund Mbit/s (min–max) | "
+             "MPTCP Mbit/s (min–max) | best single Mbit/s (min–max) | mptund of sum | MPTCP of sum | "
+             "mptund / MPTCP | mptund / best single | targets |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for (scenario, direction, cc), modes in cells(results).items():
+        mptcp, single = modes.get("mptcp"), modes.get("single")
+        mptund_cells = [(mode, cell) for mode, cell in modes.items() if mode.startswith("mptund")]
+        for mode, cell in sorted(mptund_cells, key=lambda item: -(item[1].median() or 0.0)):
+            total = cell.runs[0]["sum_of_path_rates_mbit"]
+            mptund_mbit = cell.median()
+            mptcp_mbit = mptcp.median() if mptcp else None
+            single_mbit = single.median() if single else None
+            shown = lambda c, m: f"{m:.1f}{c.spread()}" if m is not None else ("error" if c else "")
+            of_mptcp, of_single = ratio(mptund_mbit, mptcp_mbit), ratio(mptund_mbit, single_mbit)
+            lines.append(
+                f"| {scenario} | {direction} | {cc} | {mode.split(':', 1)[1]} | {len(cell.runs)} | {total:.1f} | "
+                f"{shown(cell, mptund_mbit)} | {shown(mptcp, mptcp_mbit)} | {shown(single, single_mbit)} | "
+                f"{percent(ratio(mptund_mbit, total))} | {percent(ratio(mptcp_mbit, total))} | "
+                f"{percent(of_mptcp)} | {percent(of_single)} | "
+                f"{targets(of_mptcp, of_single, cell.runs[0]['random_loss'])} |")
     return "\n".join(lines) + "\n"
 
 
-def svg_plot(results: list[dict], cc: str) -> str:
-    """Grouped bars: goodput as a share of the sum of path rates, per scenario and mode."""
-    rows = [r for r in results if r["cc"] == cc and "error" not in r]
-    scenarios = sorted({r["scenario"] for r in rows})
-    modes = ["single", "mptcp"] + [f"mptund:{s}" for s in SCHEDULERS]
-    colours = ["#9e9e9e", "#424242", "#d32f2f", "#1976d2", "#0097a7", "#388e3c", "#fbc02d", "#7b1fa2", "#f57c00"]
-    width, height, left, top, bottom = 980, 440, 60, 60, 110
+def detail_table(results: list[dict]) -> str:
+    """Every mode's medians, with the diagnostics: steady state, retransmissions, stalls,
+    the receiver's reorder hold."""
+    lines = ["| scenario | dir | cc | mode | runs | goodput Mbit/s (min–max) | of sum | steady state (from 3 s) "
+             "of sum | retransmissions | longest stall s | mean / max hold ms | released late | errors |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    order = {"single": 0, "mptcp": 1}
+    for (scenario, direction, cc), modes in cells(results).items():
+        for mode, cell in sorted(modes.items(), key=lambda item: (order.get(item[0], 2), item[0])):
+            ok = [r for r in cell.runs if "error" not in r]
+            label = cell.runs[0]["mode"] if mode == "single" else mode
+            if not ok:
+                lines.append(f"| {scenario} | {direction} | {cc} | {label} | {len(cell.runs)} |" + " |" * 7
+                             + f" {'; '.join(cell.errors())[:200]} |")
+                continue
+            total = ok[0]["sum_of_path_rates_mbit"]
+            steady = statistics.median(steady_mbit(r) or 0.0 for r in ok)
+            reorders = [r["mptund_reorder"] for r in ok if r.get("mptund_reorder")]
+            hold = (f"{statistics.median(x['mean_hold_ms'] for x in reorders):.1f} / "
+                    f"{statistics.median(x['max_hold_ms'] for x in reorders):.0f}" if reorders else "")
+            late = f"{statistics.median(x['released_late'] for x in reorders):.0f}" if reorders else ""
+            lines.append(
+                f"| {scenario} | {direction} | {cc} | {label} | {len(cell.runs)} | "
+                f"{cell.median():.2f}{cell.spread()} | {percent(ratio(cell.median(), total))} | "
+                f"{percent(ratio(steady, total))} | {cell.median('retransmissions') or 0:.0f} | "
+                f"{cell.median('longest_stall_s'):.1f} | {hold} | {late} | {len(cell.errors()) or ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def svg_plot(results: list[dict], direction: str, cc: str) -> str:
+    """Grouped bars: median goodput as a share of the sum of path rates per scenario and
+    mode, with a min–max whisker over the repeats."""
+    grouped = {(scenario, mode): cell for (scenario, d, c), modes in cells(results).items()
+               if d == direction and c == cc for mode, cell in modes.items() if cell.goodputs()}
+    scenarios = sorted({scenario for scenario, _ in grouped})
+    present = {mode for _, mode in grouped}
+    mptund_modes = [f"mptund:{s}" for s in [DEFAULT] + SCHEDULERS if f"mptund:{s}" in present]
+    mptund_modes += sorted(m for m in present if m.startswith("mptund:") and m not in mptund_modes)
+    modes = ["single", "mptcp"] + mptund_modes
+    palette = ["#d32f2f", "#1976d2", "#0097a7", "#388e3c", "#fbc02d", "#7b1fa2", "#f57c00", "#5d4037", "#c2185b"]
+    colours = ["#9e9e9e", "#424242"] + [palette[i % len(palette)] for i in range(len(mptund_modes))]
+    left, top, bottom = 150, 60, 150  # room for the slanted scenario names
+    width = max(980, left + 20 + len(scenarios) * 22 * len(modes))
+    height = 480
     plot_w, plot_h = width - left - 20, height - top - bottom
     group_w = plot_w / max(len(scenarios), 1)
     bar_w = group_w * 0.85 / len(modes)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'font-family="sans-serif" font-size="11">',
              f'<rect width="{width}" height="{height}" fill="white"/>',
-             f'<text x="{left}" y="20" font-size="14">One TCP flow ({cc}): goodput as a share of the sum of '
-             f'path rates</text>']
+             f'<text x="{left}" y="20" font-size="14">One TCP flow, {direction} ({cc}): median goodput as a share '
+             f'of the sum of path rates; whiskers min–max</text>']
     for tick in range(0, 101, 20):
         y = top + plot_h * (1 - tick / 100)
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e0e0e0"/>')
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick}%</text>')
-    target_y = top + plot_h * (1 - 0.9)
-    parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{target_y:.1f}" y2="{target_y:.1f}" '
-                 f'stroke="#d32f2f" stroke-dasharray="4 3"/>')
     ceiling_y = top + plot_h * (1 - ceiling()["mptund"])
     parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{ceiling_y:.1f}" y2="{ceiling_y:.1f}" '
                  f'stroke="#1976d2" stroke-dasharray="2 2"/>')
+    y_of = lambda share: top + plot_h * (1 - min(share, 1.0))
     for g, scenario in enumerate(scenarios):
         x0 = left + g * group_w + group_w * 0.075
         for m, mode in enumerate(modes):
-            match = [r for r in rows if r["scenario"] == scenario and
-                     (r["mode"] == mode or (mode == "single" and r["mode"].startswith("single:")))]
-            if not match:
+            cell = grouped.get((scenario, mode))
+            if cell is None:
                 continue
-            share = match[0]["ratio_to_sum"] or 0.0
-            bar_h = plot_h * min(share, 1.0)
+            total = cell.runs[0]["sum_of_path_rates_mbit"]
+            share, low, high = (value / total for value in (cell.median(), min(cell.goodputs()),
+                                                             max(cell.goodputs())))
             x = x0 + m * bar_w
-            parts.append(f'<rect x="{x:.1f}" y="{top + plot_h - bar_h:.1f}" width="{bar_w * 0.9:.1f}" '
-                         f'height="{bar_h:.1f}" fill="{colours[m]}"><title>{scenario} {match[0]["mode"]}: '
-                         f'{share:.1%}</title></rect>')
-        parts.append(f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{top + plot_h + 16}" '
-                     f'text-anchor="middle">{scenario}</text>')
-    legend_y = height - 60
+            label = cell.runs[0]["mode"] if mode == "single" else mode
+            parts.append(f'<rect x="{x:.1f}" y="{y_of(share):.1f}" width="{bar_w * 0.9:.1f}" '
+                         f'height="{top + plot_h - y_of(share):.1f}" fill="{colours[m]}"><title>{scenario} '
+                         f'{label}: {share:.1%} ({cell.median():.1f} Mbit/s of {total:.1f}), '
+                         f'{len(cell.goodputs())} runs</title></rect>')
+            if high > low:
+                centre = x + bar_w * 0.45
+                parts.append(f'<line x1="{centre:.1f}" x2="{centre:.1f}" y1="{y_of(low):.1f}" '
+                             f'y2="{y_of(high):.1f}" stroke="black"/>')
+        label_x, label_y = left + (g + 0.5) * group_w, top + plot_h + 12
+        parts.append(f'<text x="{label_x:.1f}" y="{label_y}" text-anchor="end" '
+                     f'transform="rotate(-35 {label_x:.1f} {label_y})">{scenario}</text>')
+    legend_y = height - 30
     for m, mode in enumerate(modes):
         x = left + (m % 5) * 180
-        y = legend_y + (m // 5) * 18
+        y = legend_y + (m // 5) * 18 - 18 * ((len(modes) - 1) // 5)
         parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colours[m]}"/>')
-        label = "best single path" if mode == "single" else mode
+        label = {"single": "best single path", "mptcp": "kernel MPTCP"}.get(mode, mode)
         parts.append(f'<text x="{x + 14}" y="{y}">{label}</text>')
-    # The two lines are a point apart: one label at each end, both above the bars.
-    parts.append(f'<text x="{left + 4}" y="{top - 4}" fill="#d32f2f">- - target 90%</text>')
     parts.append(f'<text x="{left + plot_w}" y="{top - 4}" text-anchor="end" fill="#1976d2">'
                  f'· · mptund encapsulation ceiling {ceiling()["mptund"]:.1%}</text>')
     parts.append("</svg>")
@@ -285,31 +423,52 @@ def svg_plot(results: list[dict], cc: str) -> str:
 
 
 def write_report(out: Path) -> str:
+    """Writes goodput-<direction>-<cc>.svg into `out` and returns the tables."""
     results = load(out)
-    for cc in sorted({r["cc"] for r in results}):
-        (HERE / f"goodput-{cc}.svg").write_text(svg_plot(results, cc))
-    return table(results)
+    for direction, cc in sorted({(r["direction"], r["cc"]) for r in results}):
+        (out / f"goodput-{direction}-{cc}.svg").write_text(svg_plot(results, direction, cc))
+    return ("### mptund against MPTCP and the best single path (medians)\n\n" + comparison_table(results)
+            + "\n### Every mode\n\n" + detail_table(results))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steady", action="store_true", help=f"the scenarios without outages: {', '.join(STEADY)}")
     parser.add_argument("--blockage", action="store_true", help=f"the blockage scenario(s): {', '.join(BLOCKAGE)}")
+    parser.add_argument("--matrix", action="store_true",
+                        help="every scenario file without outages, both directions, cubic and bbr, "
+                             "with mptund's defaults (--schedulers adds more); results in results-matrix/")
     parser.add_argument("--scenario", action="append", default=[], help="a scenario name (repeatable)")
+    parser.add_argument("--direction", default="both", choices=["download", "upload", "both"],
+                        help="download: the server sends; upload: the client sends")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per cell, modes interleaved; the report "
+                                                               "shows the median and min–max")
     parser.add_argument("--cc", nargs="+", default=["cubic", "bbr"], choices=["cubic", "bbr", "reno"])
-    parser.add_argument("--schedulers", nargs="+", default=SCHEDULERS)
+    parser.add_argument("--schedulers", nargs="+",
+                        help=f"mptund schedulers ({DEFAULT!r}: the daemon's defaults); default: all seven, "
+                             f"with --matrix {DEFAULT!r} only")
     parser.add_argument("--duplicate", action="store_true",
                         help="also run the first scheduler with latency-critical duplication")
-    parser.add_argument("--max-hold-ms", type=int, default=200, help="reorder.max_hold_ms of both daemons")
-    parser.add_argument("--fixed-hold", action="store_true", help="reorder.adaptive = false")
+    parser.add_argument("--max-hold-ms", type=int, help="reorder.max_hold_ms of both daemons for a named "
+                                                        "scheduler (default: the daemon's)")
+    parser.add_argument("--fixed-hold", action="store_true", help="reorder.adaptive = false for a named scheduler")
     parser.add_argument("--duration", type=int, help="seconds per flow (default: the scenario's duration_s)")
-    parser.add_argument("--out", default=str(RESULTS))
-    parser.add_argument("--report", action="store_true", help="print the table and write the SVG plots")
+    parser.add_argument("--out", help="result directory (default: results/, with --matrix results-matrix/)")
+    parser.add_argument("--report", action="store_true", help="print the tables and write the SVG plots")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     names = list(args.scenario) + (STEADY if args.steady else []) + (BLOCKAGE if args.blockage else [])
+    if args.matrix:
+        names += [name for name in steady_scenarios() if name not in names]
+        schedulers = [DEFAULT] + [s for s in args.schedulers or [] if s != DEFAULT]
+    else:
+        schedulers = args.schedulers or SCHEDULERS
+    args.out = args.out or str(MATRIX_RESULTS if args.matrix else RESULTS)
+    directions = ["download", "upload"] if args.direction == "both" else [args.direction]
     if names and os.geteuid() != 0:
         parser.error("runs need root (network namespaces)")
-    run_scenarios(names, args)
+    run_scenarios(names, directions, schedulers, args)
     if args.report or not names:
         print(write_report(Path(args.out)))
     return 0
