@@ -123,13 +123,14 @@ def sender_figures(sender_report: dict) -> dict:
 
 def run_mptund(topo: Topology, scheduler: str, duplicate: bool, cc: str, duration_s: int,
                direction: str, args) -> dict:
-    if scheduler == DEFAULT:
-        settings = {"scheduler": None, "hold_ms": None, "reorder_adaptive": None, "congestion_controller": None}
-    else:
-        settings = {"scheduler": scheduler, "hold_ms": args.max_hold_ms,
-                    "reorder_adaptive": False if args.fixed_hold else None, "congestion_controller": None}
+    # None: the daemon's default. The tunnel's congestion controller is always the
+    # daemon's; the `cc` here is the inner TCP flow's.
+    named = scheduler != DEFAULT
     raw = baselines.run_mptund(topo, cc, duration_s, direction,
-                               duplicate_latency_critical=duplicate, **settings)
+                               scheduler=scheduler if named else None,
+                               hold_ms=args.max_hold_ms if named else None,
+                               reorder_adaptive=False if named and args.fixed_hold else None,
+                               congestion_controller=None, duplicate_latency_critical=duplicate)
     if "mptund_reports" in raw:
         client_report, server_report = raw.pop("mptund_reports")
         receiver, sender = (client_report, server_report) if direction == "download" else (server_report, client_report)
