@@ -18,14 +18,30 @@
 //! high-speed-train study, `seeds/003_*` §6.1, shows delay asymmetry, i.e.
 //! reordering, is what costs round-robin its throughput).
 //!
-//! If an eligible path that cannot send now (window full or pacer holding)
-//! would still deliver the packet earlier than every path that can, by more
-//! than [`crate::SchedulerParams::earliest_arrival_wait_margin`], the
-//! scheduler returns [`Pick::Hold`]: the packet waits for the fast path
-//! instead of overtaking its successors on a slow one. A window-full path is
-//! predicted as if the packet went out the moment its window opens
-//! ([`crate::predicted_arrival_when_open`], a lower bound: holding never
-//! reorders, overtaking does); a paced path as if sent now.
+//! Only paths that can send now (window room, pacer ready) compete: when the
+//! fastest path is full, the packet goes to the path that delivers it first
+//! among the others, and the receiver's reorder buffer hides the difference.
+//! Because predictions count each path's bottleneck queue, a deep-buffered fast
+//! path is not filled past the point where it delivers later than the next one.
+//!
+//! Waiting for a full path is opt-in
+//! ([`crate::SchedulerParams::earliest_arrival_wait_margin`]): then, if an
+//! eligible path that cannot send now would still deliver earlier than every
+//! path that can, by more than the margin, the scheduler returns
+//! [`Pick::Hold`]. The wait counts the send queue behind the packet
+//! ([`crate::PacketInfo::queued_bytes`]), which waits for the same path
+//! ([`crate::predicted_backlog_arrival_when_open`], after ECF, Lim et al.,
+//! CoNEXT 2017, §3). It is off by default because the benchmark
+//! (`benches/schedulers/`, issue 13) measured it losing throughput wherever a
+//! path's window is capped: by a one-BDP buffer, by random loss, or by a paced
+//! inner flow that never fills a window. There every packet at the head of the
+//! queue is "earlier" on the fast path, the in-order queue in front of it must
+//! grow to the paths' whole delay difference before a slower path joins, and a
+//! loss-based inner flow's sawtooth spends most of its cycle below that: the
+//! slower paths idled (50/5 + 20/30 Mbit/s / ms upload, one-BDP buffers: 62 %
+//! of the sum waiting against 84 % not; 200 ms buffers, bbr: 63 % against 87 %).
+//! Sending at once costs the inner flow the same delay, in the receiver's
+//! reorder buffer instead of the sender's queue, and degrades gracefully.
 //!
 //! Missing measurements: a path without any delay measurement has no
 //! prediction. Such paths get data only when no measured path can send and
@@ -38,43 +54,24 @@ use std::time::{Duration, Instant};
 
 use crate::eligible::{least_loaded, Eligibility};
 use crate::path::{PacketInfo, PathId, PathView, Pick};
-use crate::predict::{predicted_arrival, predicted_arrival_when_open};
+use crate::predict::{predicted_arrival, predicted_backlog_arrival_when_open};
 use crate::scheduler::Scheduler;
 
-/// Default margin a full path must win by before the packet waits for it:
-/// zero, i.e. wait whenever the full path would deliver earlier at all.
-///
-/// Measured, not guessed (`tests/scheduler_sim.rs`, 10 ms / 60 ms, 2 × 20
-/// Mbit/s): with a margin `m` the two paths settle where the slow path's
-/// packets arrive up to `m` after later packets of the fast path, so every
-/// slow-path packet arrives out of order (1 ms: 50 % of all packets, as many
-/// as round-robin, though displaced by only 1–2); with 0 it is 1.7 %, all
-/// from the first round trip. Waiting costs no throughput there: the slow
-/// path keeps its queue. A positive margin is for deployments whose arrival
-/// predictions are noisy enough that waiting for a "gain" within the noise
-/// only adds delay; one LTE/NR scheduling interval (1 ms) is a sensible value
-/// then.
-pub const EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN: Duration = Duration::ZERO;
-
 /// Sends each packet where it is predicted to arrive first.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct EarliestArrival {
-    /// How much earlier a full path must deliver before the packet waits for it.
-    wait_margin: Duration,
-}
-
-impl Default for EarliestArrival {
-    fn default() -> Self {
-        EarliestArrival::new(EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN)
-    }
+    /// How much earlier a full path must deliver before the packet waits for it;
+    /// `None`: never wait while another path can send.
+    wait_margin: Option<Duration>,
 }
 
 impl EarliestArrival {
     /// Configuration name of this scheduler.
     pub const NAME: &'static str = "earliest-arrival";
 
-    /// A scheduler that waits for a full path when it wins by more than `wait_margin`.
-    pub fn new(wait_margin: Duration) -> Self {
+    /// A scheduler that waits for a full path when it wins by more than
+    /// `wait_margin`, or never with `None`.
+    pub fn new(wait_margin: Option<Duration>) -> Self {
         EarliestArrival { wait_margin }
     }
 }
@@ -92,31 +89,33 @@ impl Scheduler for EarliestArrival {
         let mut best_blocked: Option<Duration> = None;
         for path in paths.iter().filter(|path| rule.allows(path)) {
             let can_send = path.can_send(packet.len);
-            let predicted = if can_send {
-                predicted_arrival(path, packet.len)
-            } else {
-                predicted_arrival_when_open(path, packet.len)
-            };
-            let Some(arrival) = predicted else {
-                continue;
-            };
             if can_send {
+                let Some(arrival) = predicted_arrival(path, packet.len) else {
+                    continue;
+                };
                 let key = (arrival, path.bytes_in_flight, path.id);
                 if best_ready.is_none_or(|best| key < best) {
                     best_ready = Some(key);
                 }
-            } else if best_blocked.is_none_or(|best| arrival < best) {
-                best_blocked = Some(arrival);
+            } else if self.wait_margin.is_some() {
+                let Some(arrival) =
+                    predicted_backlog_arrival_when_open(path, packet.len, packet.queued_bytes)
+                else {
+                    continue;
+                };
+                if best_blocked.is_none_or(|best| arrival < best) {
+                    best_blocked = Some(arrival);
+                }
             }
         }
-        match (best_ready, best_blocked) {
-            (Some((ready, _, _)), Some(blocked))
-                if blocked.saturating_add(self.wait_margin) < ready =>
+        match (best_ready, best_blocked, self.wait_margin) {
+            (Some((ready, _, _)), Some(blocked), Some(margin))
+                if blocked.saturating_add(margin) < ready =>
             {
                 Pick::Hold
             }
-            (Some((_, _, id)), _) => Pick::One(id),
-            (None, _) => least_loaded(paths, rule, packet.len, |path| {
+            (Some((_, _, id)), _, _) => Pick::One(id),
+            (None, _, _) => least_loaded(paths, rule, packet.len, |path| {
                 predicted_arrival(path, packet.len).is_none()
             })
             .map_or(Pick::Hold, Pick::One),
@@ -127,6 +126,7 @@ impl Scheduler for EarliestArrival {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path::PacketInfo;
     use crate::test_support::*;
 
     #[test]
@@ -160,22 +160,13 @@ mod tests {
                     expected: one(&[0]),
                 },
                 Case {
-                    name: "full fast path that would still be earlier: wait for it",
-                    paths: vec![measured(0, 40, 10), {
-                        let mut fast = measured(1, 10, 10);
-                        fast.cwnd_bytes = Some(30_000);
-                        full(fast)
-                    }],
-                    expected: vec![Pick::Hold, Pick::Hold],
+                    name: "full fast path that would still be earlier: the next path",
+                    paths: vec![measured(0, 40, 10), full(fast_with_small_window())],
+                    expected: one(&[0, 0]),
                 },
                 Case {
-                    name: "paced fast path that would be earlier: wait for it",
+                    name: "paced fast path that would be earlier: the next path",
                     paths: vec![measured(0, 40, 10), paced(measured(1, 10, 10))],
-                    expected: vec![Pick::Hold],
-                },
-                Case {
-                    name: "full path exactly as early: do not wait",
-                    paths: vec![measured(0, 10, 10), paced(measured(1, 10, 10))],
                     expected: one(&[0]),
                 },
                 Case {
@@ -231,6 +222,69 @@ mod tests {
         );
     }
 
+    /// A 10 ms, 10 Mbit/s path whose window (30 kB) is about its BDP (25 kB).
+    fn fast_with_small_window() -> PathView {
+        let mut fast = measured(1, 10, 10);
+        fast.cwnd_bytes = Some(30_000);
+        fast
+    }
+
+    #[test]
+    fn waiting_for_full_paths_when_asked_to() {
+        run_table(
+            || EarliestArrival::new(Some(Duration::ZERO)),
+            vec![
+                Case {
+                    name: "full fast path that would still be earlier: wait for it",
+                    paths: vec![measured(0, 40, 10), full(fast_with_small_window())],
+                    expected: vec![Pick::Hold, Pick::Hold],
+                },
+                Case {
+                    name: "paced fast path that would be earlier: wait for it",
+                    paths: vec![measured(0, 40, 10), paced(measured(1, 10, 10))],
+                    expected: vec![Pick::Hold],
+                },
+                Case {
+                    name: "full path exactly as early: do not wait",
+                    paths: vec![measured(0, 10, 10), paced(measured(1, 10, 10))],
+                    expected: one(&[0]),
+                },
+                Case {
+                    name: "full fast path that would be later: slow path",
+                    paths: vec![measured(0, 40, 10), full(measured(1, 10, 10))],
+                    expected: one(&[0]),
+                },
+                Case {
+                    name: "all full or paced holds",
+                    paths: vec![full(measured(0, 40, 10)), paced(measured(1, 10, 10))],
+                    expected: vec![Pick::Hold],
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn a_backlog_that_would_wait_too_long_spills_onto_the_next_path() {
+        let now = Instant::now();
+        // Fast path 10 ms, 10 Mbit/s (1.25 MB/s), window capped near its BDP and
+        // full; slow path 30 ms can send. The head alone is earlier on the fast
+        // path; 30 kB behind it take 24 ms more there, so the slow path wins.
+        let mut fast = measured(1, 10, 10);
+        fast.cwnd_bytes = Some(26_000);
+        let paths = [measured(0, 30, 10), full(fast)];
+        let mut scheduler = EarliestArrival::new(Some(Duration::ZERO));
+        let alone = PacketInfo {
+            queued_bytes: 0,
+            ..PACKET
+        };
+        assert_eq!(scheduler.pick(now, &alone, &paths), Pick::Hold);
+        let backlog = PacketInfo {
+            queued_bytes: 30_000,
+            ..PACKET
+        };
+        assert_eq!(scheduler.pick(now, &backlog, &paths), Pick::One(PathId(0)));
+    }
+
     #[test]
     fn a_margin_lets_small_gains_go() {
         let now = Instant::now();
@@ -241,11 +295,14 @@ mod tests {
         }];
         assert_eq!(
             EarliestArrival::default().pick(now, &PACKET, &paths),
-            Pick::Hold
+            Pick::One(PathId(0)),
+            "no waiting by default"
         );
-        let mut tolerant = EarliestArrival::new(Duration::from_millis(1));
+        let mut eager = EarliestArrival::new(Some(Duration::ZERO));
+        assert_eq!(eager.pick(now, &PACKET, &paths), Pick::Hold);
+        let mut tolerant = EarliestArrival::new(Some(Duration::from_millis(1)));
         assert_eq!(tolerant.pick(now, &PACKET, &paths), Pick::One(PathId(0)));
-        let mut impatient = EarliestArrival::new(Duration::from_micros(400));
+        let mut impatient = EarliestArrival::new(Some(Duration::from_micros(400)));
         assert_eq!(impatient.pick(now, &PACKET, &paths), Pick::Hold);
     }
 }

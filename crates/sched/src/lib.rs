@@ -41,14 +41,14 @@ pub use blest::{
     Blest, BLEST_DEFAULT_LAMBDA, BLEST_DEFAULT_REORDER_WINDOW_BYTES, BLEST_LAMBDA_MAX_FACTOR,
     BLEST_LAMBDA_STEP_DOWN, BLEST_LAMBDA_STEP_UP,
 };
-pub use earliest_arrival::{EarliestArrival, EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN};
+pub use earliest_arrival::EarliestArrival;
 pub use ecf::{Ecf, ECF_DEFAULT_HYSTERESIS};
 pub use eligible::{eligible_paths, Eligibility};
 pub use min_rtt::MinRtt;
 pub use path::{PacketClass, PacketInfo, PathId, PathSet, PathSetIter, PathState, PathView, Pick};
 pub use predict::{
     latency_critical_paths, one_way_delay_estimate, predicted_arrival, predicted_arrival_when_open,
-    rate_estimate_bytes_per_sec, LATENCY_CRITICAL_COPIES,
+    predicted_backlog_arrival_when_open, rate_estimate_bytes_per_sec, LATENCY_CRITICAL_COPIES,
 };
 pub use redundant::Redundant;
 pub use reorder::{

@@ -110,6 +110,27 @@ pub fn predicted_arrival_when_open(view: &PathView, packet_len: usize) -> Option
     predicted_arrival(&at_opening, packet_len)
 }
 
+/// When the last byte of a backlog would arrive if it all waited for a path that
+/// is full now: [`predicted_arrival_when_open`] for the packet, then
+/// `backlog_bytes` more at the path's rate.
+///
+/// Holding one packet for a fast path is right when that packet alone would
+/// arrive earlier; the packets queued behind it wait for the same path, and the
+/// last of them arrives this much later (ECF's insight, Lim et al., CoNEXT 2017,
+/// §3: weigh the send buffer, not one packet). Once this is later than a path that
+/// can send now, that path adds capacity instead of reordering. Without a rate
+/// estimate the backlog cannot be weighed and this equals the packet's arrival.
+pub fn predicted_backlog_arrival_when_open(
+    view: &PathView,
+    packet_len: usize,
+    backlog_bytes: u64,
+) -> Option<Duration> {
+    let packet = predicted_arrival_when_open(view, packet_len)?;
+    let backlog = rate_estimate_bytes_per_sec(view)
+        .map_or(Duration::ZERO, |rate| transmit_time(backlog_bytes, rate));
+    Some(packet.saturating_add(backlog))
+}
+
 /// Up to [`LATENCY_CRITICAL_COPIES`] eligible paths (Up, not backup unless no
 /// regular path is Up) that would deliver a packet of `packet_len` bytes
 /// earliest, for duplicating latency-critical inner packets (pure TCP ACKs,
@@ -280,6 +301,31 @@ mod tests {
         view.cwnd_bytes = None;
         view.bytes_in_flight = 90_000;
         assert_eq!(predicted_arrival_when_open(&view, 1000), Some(81 * MS));
+    }
+
+    #[test]
+    fn backlog_arrival_adds_the_backlog_at_the_path_rate() {
+        // 1 MB/s, window 30,000 full: the packet at opening arrives at 20 ms, and
+        // 50,000 bytes queued behind it take 50 ms more.
+        let mut view = measured(0, 10, 8);
+        view.cwnd_bytes = Some(30_000);
+        view.bytes_in_flight = 30_000;
+        assert_eq!(
+            predicted_backlog_arrival_when_open(&view, 1000, 0),
+            predicted_arrival_when_open(&view, 1000)
+        );
+        assert_eq!(
+            predicted_backlog_arrival_when_open(&view, 1000, 50_000),
+            Some(70 * MS)
+        );
+        view.delivery_rate_bps = None;
+        view.cwnd_bytes = None;
+        view.srtt = None;
+        assert_eq!(
+            predicted_backlog_arrival_when_open(&view, 1000, 50_000),
+            Some(10 * MS),
+            "no rate: the backlog cannot be weighed"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::blest::{Blest, BLEST_DEFAULT_LAMBDA, BLEST_DEFAULT_REORDER_WINDOW_BYTES};
-use crate::earliest_arrival::{EarliestArrival, EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN};
+use crate::earliest_arrival::EarliestArrival;
 use crate::ecf::{Ecf, ECF_DEFAULT_HYSTERESIS};
 use crate::min_rtt::MinRtt;
 use crate::path::{PacketInfo, PathId, PathView, Pick};
@@ -145,10 +145,9 @@ pub struct SchedulerParams {
     /// capacity of 1400-byte packets ([`BLEST_DEFAULT_REORDER_WINDOW_BYTES`]).
     pub blest_reorder_window_bytes: u64,
     /// How much earlier a full path must deliver before earliest-arrival waits
-    /// for it; valid up to 1 s. Default 0: wait for any gain, which is what
-    /// keeps packets in order ([`EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN`] says
-    /// why and when to raise it).
-    pub earliest_arrival_wait_margin: Duration,
+    /// for it; valid up to 1 s. Default `None`: never wait while another path
+    /// can send ([`EarliestArrival`]'s module docs say why).
+    pub earliest_arrival_wait_margin: Option<Duration>,
 }
 
 impl Default for SchedulerParams {
@@ -157,7 +156,7 @@ impl Default for SchedulerParams {
             ecf_hysteresis: ECF_DEFAULT_HYSTERESIS,
             blest_lambda: BLEST_DEFAULT_LAMBDA,
             blest_reorder_window_bytes: BLEST_DEFAULT_REORDER_WINDOW_BYTES,
-            earliest_arrival_wait_margin: EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN,
+            earliest_arrival_wait_margin: None,
         }
     }
 }
@@ -189,7 +188,10 @@ impl SchedulerParams {
                 "1400 to 1099511627776 bytes",
             );
         }
-        if self.earliest_arrival_wait_margin > Duration::from_secs(1) {
+        if self
+            .earliest_arrival_wait_margin
+            .is_some_and(|margin| margin > Duration::from_secs(1))
+        {
             return invalid(
                 "earliest_arrival_wait_margin",
                 format!("{:?}", self.earliest_arrival_wait_margin),
@@ -358,7 +360,7 @@ mod tests {
             (
                 "earliest_arrival_wait_margin",
                 SchedulerParams {
-                    earliest_arrival_wait_margin: Duration::from_secs(2),
+                    earliest_arrival_wait_margin: Some(Duration::from_secs(2)),
                     ..base.clone()
                 },
             ),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use mptund_probe::{AckRanges, AckSummary};
 use mptund_sched::{PathId, RejectReason, SeqNo};
 
-use super::{inner, refuse, Outgoing, Received, Session};
+use super::{inner, refuse, Outgoing, Received, Session, SessionPath};
 use crate::buffers::{BufferPool, Packet};
 use crate::config::IpNet;
 use crate::counters::{DropCounters, DropReason};
@@ -356,6 +356,7 @@ impl Session {
     fn sample_one_way_delay(&mut self, now: Instant, index: usize, local_us: u32, tx_time_us: u32) {
         if let Some(hold) = &mut self.adaptive_hold {
             hold.on_arrival(now, self.paths[index].id, local_us.wrapping_sub(tx_time_us));
+            hold.set_repair_time(repair_time(&self.paths));
             self.reorder.set_max_hold(hold.target(now));
         }
     }
@@ -366,4 +367,17 @@ impl Session {
             deliver.push_back(packet);
         }
     }
+}
+
+/// How long the peer may take to repair a loss: the longest probe timeout of the paths
+/// with an RTT measured (the paths are the same both ways, and a loss on any of them is
+/// seen within its probe timeout). Paths never measured do not count: their initial
+/// RTT is a guess.
+fn repair_time(paths: &[SessionPath]) -> Duration {
+    paths
+        .iter()
+        .filter(|path| path.probe.rtt.smoothed().is_some())
+        .map(|path| path.probe.pto_base())
+        .max()
+        .unwrap_or(Duration::ZERO)
 }

@@ -32,6 +32,15 @@
 //!   and the time since the previous acknowledgement is added to the epoch start, so
 //!   W_cubic resumes where it stopped instead of jumping ahead.
 //!
+//! One departure, for lossy radio paths: the reduced window is never below the
+//! path's measured bandwidth-delay product (the largest delivery rate of the last
+//! one to two [`RATE_BUCKET`]s times the minimum RTT), nor above the window before the
+//! event. A full drop-tail buffer holds more than that, so a real overflow still
+//! drains its queue; a random radio loss on a path with no queue no longer shrinks the
+//! window below what the path carries. This is the floor BBR's model implies and the
+//! `delay-rate` controller uses (`delay_rate.rs`, "Reactions"); the loss itself is
+//! repaired by the tunnel, so nothing asks this path to slow down for it.
+//!
 //! Not implemented: HyStart++ (RFC 9406, optional in RFC 9438 §4.10) and the undo of
 //! spurious congestion events (§4.9).
 
@@ -57,6 +66,11 @@ const INITIAL_WINDOW_PACKETS: u64 = 10;
 const INITIAL_WINDOW_FLOOR_BYTES: u64 = 14_720;
 /// RFC 9002 §7.2: kMinimumWindow = 2 × max_datagram_size.
 const MINIMUM_WINDOW_PACKETS: u64 = 2;
+
+/// Delivery rate samples are kept for one to two of these, and at least five
+/// minimum RTTs, so the BDP floor follows a path whose rate fell within seconds.
+const RATE_BUCKET: Duration = Duration::from_secs(1);
+const RATE_BUCKET_MIN_RTTS: u32 = 5;
 
 /// K in seconds for a window that has to climb from `cwnd_epoch` back to `w_max`
 /// (both in segments), RFC 9438 §4.2 Figure 2; 0 when there is nothing to climb.
@@ -101,6 +115,10 @@ pub struct Cubic {
     /// Fractional bytes of window increase not yet added to `window`.
     increase_carry: f64,
     last_ack: Option<Instant>,
+    /// Largest delivery rate sample (bytes/s) of the current and the previous bucket.
+    max_rate: [u64; 2],
+    rate_bucket_start: Option<Instant>,
+    min_rtt: Option<Duration>,
 }
 
 impl Cubic {
@@ -118,7 +136,43 @@ impl Cubic {
             epoch: None,
             increase_carry: 0.0,
             last_ack: None,
+            max_rate: [0; 2],
+            rate_bucket_start: None,
+            min_rtt: None,
         }
+    }
+
+    /// The measured bandwidth-delay product in bytes: the largest recent delivery
+    /// rate times the minimum RTT, once both are known.
+    pub fn bdp(&self) -> Option<u64> {
+        let rate = self.max_rate[0].max(self.max_rate[1]);
+        let min_rtt = self.min_rtt?;
+        if rate == 0 {
+            return None;
+        }
+        let bytes = u128::from(rate) * min_rtt.as_nanos() / 1_000_000_000;
+        Some(u64::try_from(bytes).unwrap_or(u64::MAX))
+    }
+
+    fn record_rate(&mut self, now: Instant, rtt: &RttEstimator, signals: &AckSignals) {
+        self.min_rtt = rtt.min();
+        let bucket = self.min_rtt.map_or(RATE_BUCKET, |min_rtt| {
+            RATE_BUCKET.max(min_rtt * RATE_BUCKET_MIN_RTTS)
+        });
+        let start = *self.rate_bucket_start.get_or_insert(now);
+        if now.saturating_duration_since(start) >= bucket {
+            self.max_rate = [0, self.max_rate[0]];
+            self.rate_bucket_start = Some(now);
+        }
+        let Some(sample) = signals.delivery_rate else {
+            return;
+        };
+        // BBR's rule: an application-limited sample understates the path and only
+        // counts when it is larger.
+        if signals.app_limited && sample <= self.max_rate[0].max(self.max_rate[1]) {
+            return;
+        }
+        self.max_rate[0] = self.max_rate[0].max(sample);
     }
 
     /// Slow start threshold in bytes (`u64::MAX` before the first congestion event).
@@ -227,6 +281,7 @@ impl Controller for Cubic {
         signals: &AckSignals,
     ) {
         let previous_ack = self.last_ack.replace(now);
+        self.record_rate(now, rtt, signals);
         if self.in_recovery {
             match self.recovery_start {
                 // RFC 9002 §7.3.2: no growth for packets sent before recovery began.
@@ -270,11 +325,13 @@ impl Controller for Cubic {
             };
             self.w_max = Some(w_max);
             self.cwnd_prior = cwnd;
-            // §4.6: ssthresh = cwnd × β_cubic, never below the minimum window.
-            self.ssthresh = (self.window / BETA_CUBIC_DENOMINATOR * BETA_CUBIC_NUMERATOR
+            // §4.6: ssthresh = cwnd × β_cubic, never below the minimum window, nor
+            // below the measured BDP (see the module docs).
+            let reduced = self.window / BETA_CUBIC_DENOMINATOR * BETA_CUBIC_NUMERATOR
                 + self.window % BETA_CUBIC_DENOMINATOR * BETA_CUBIC_NUMERATOR
-                    / BETA_CUBIC_DENOMINATOR)
-                .max(self.minimum_window());
+                    / BETA_CUBIC_DENOMINATOR;
+            let pipe = self.bdp().unwrap_or(0).min(self.window);
+            self.ssthresh = reduced.max(pipe).max(self.minimum_window());
             self.window = self.ssthresh;
             self.recovery_start = Some(now);
             self.in_recovery = true;

@@ -206,6 +206,9 @@ fn fast_convergence_lowers_w_max_on_a_second_loss_below_it() {
     sim.run_for(&mut cubic, Duration::from_secs(1));
     let window = cubic.window();
     assert!(window < 100 * MDS);
+    // The unbounded link delivers the whole window per RTT: forget that rate, or the
+    // BDP floor would keep the window (see `random_loss_is_not_congestion`).
+    cubic.max_rate = [0; 2];
     cubic.on_congestion_event(sim.now, sim.now - rtt, false, MDS);
     // W_max = cwnd × (1 + 0.7) / 2 = 0.85 × cwnd.
     let expected = (segments(window) * 0.85 * MDS as f64) as u64;
@@ -338,4 +341,27 @@ fn no_growth_while_application_limited() {
         now - sim.now,
         "the 5 s limited period is not part of t"
     );
+}
+
+#[test]
+fn random_loss_is_not_congestion() {
+    let t0 = Instant::now();
+    // 10 Mbit/s, 50 ms, a deep buffer, and every 100th datagram lost (1%) regardless
+    // of the window. Plain CUBIC averages about 1.2 / √p ≈ 12 datagrams there (its
+    // Reno-friendly region), a quarter of the 52-datagram BDP; with the BDP floor the
+    // window stays at the BDP and the path near line rate.
+    let link = Link {
+        loss_every: Some(100),
+        ..Link::new(1_250_000, ms(50))
+    };
+    let mut cubic = Cubic::new(MDS);
+    let mut sim = Sim::new(t0, link);
+    sim.run_for(&mut cubic, Duration::from_secs(5));
+    sim.take_mean_window();
+    let start = sim.delivered_bytes;
+    sim.run_for(&mut cubic, Duration::from_secs(20));
+    let delivered = sim.delivered_bytes - start;
+    let window = sim.take_mean_window();
+    assert!(window >= 62_500, "mean window {window}");
+    assert!(delivered > 23_000_000, "delivered {delivered}");
 }

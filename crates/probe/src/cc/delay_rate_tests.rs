@@ -2,7 +2,6 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::cc::test_link::{ms, Link, Sim, MDS};
-use crate::cc::Cubic;
 
 /// 10 Mbit/s.
 const TEN_MBIT: u64 = 1_250_000;
@@ -207,7 +206,7 @@ fn loss_cuts_to_the_larger_of_bdp_and_seven_tenths_once_per_round() {
 }
 
 #[test]
-fn random_loss_costs_less_than_with_cubic() {
+fn random_loss_keeps_the_window_at_the_bdp() {
     let t0 = Instant::now();
     // 10 Mbit/s, 50 ms, a deep buffer, and every 100th datagram lost (1%) regardless
     // of the window: radio loss, not congestion.
@@ -216,42 +215,18 @@ fn random_loss_costs_less_than_with_cubic() {
         ..Link::new(TEN_MBIT, ms(50))
     };
     let mut delay_rate = DelayRate::new(MDS);
-    let mut delay_rate_sim = Sim::new(t0, link);
-    delay_rate_sim.run_for(&mut delay_rate, Duration::from_secs(5));
-    delay_rate_sim.take_mean_window();
-    let start = delay_rate_sim.delivered_bytes;
-    delay_rate_sim.run_for(&mut delay_rate, Duration::from_secs(20));
-    let delay_rate_bytes = delay_rate_sim.delivered_bytes - start;
-    let delay_rate_window = delay_rate_sim.take_mean_window();
-
-    let mut cubic = Cubic::new(MDS);
-    let mut cubic_sim = Sim::new(t0, link);
-    cubic_sim.run_for(&mut cubic, Duration::from_secs(5));
-    cubic_sim.take_mean_window();
-    let start = cubic_sim.delivered_bytes;
-    cubic_sim.run_for(&mut cubic, Duration::from_secs(20));
-    let cubic_bytes = cubic_sim.delivered_bytes - start;
-    let cubic_window = cubic_sim.take_mean_window();
-
-    // CUBIC at p = 1% averages about 1.2 / √p ≈ 12 datagrams (its Reno-friendly region),
-    // a quarter of the 52-datagram BDP; the delay-rate window stays at or above the BDP.
-    assert!(
-        delay_rate_window >= 62_500,
-        "delay-rate mean window {delay_rate_window}"
-    );
-    assert!(
-        delay_rate_window > 2 * cubic_window,
-        "delay-rate {delay_rate_window} vs cubic {cubic_window}"
-    );
-    assert!(
-        delay_rate_bytes > 2 * cubic_bytes,
-        "delivered: delay-rate {delay_rate_bytes} vs cubic {cubic_bytes}"
-    );
+    let mut sim = Sim::new(t0, link);
+    sim.run_for(&mut delay_rate, Duration::from_secs(5));
+    sim.take_mean_window();
+    let start = sim.delivered_bytes;
+    sim.run_for(&mut delay_rate, Duration::from_secs(20));
+    let delivered = sim.delivered_bytes - start;
+    let window = sim.take_mean_window();
+    // A plain loss-based window averages about 1.2 / √p ≈ 12 datagrams at p = 1% (the
+    // Reno-friendly region), a quarter of the 52-datagram BDP.
+    assert!(window >= 62_500, "mean window {window}");
     // Near line rate: 20 s at 10 Mbit/s is 25 MB, less the 1% lost.
-    assert!(
-        delay_rate_bytes > 23_000_000,
-        "delivered {delay_rate_bytes}"
-    );
+    assert!(delivered > 23_000_000, "delivered {delivered}");
 }
 
 #[test]

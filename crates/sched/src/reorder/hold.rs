@@ -26,6 +26,15 @@
 //! last five to ten seconds, plus a quarter: a packet that came after its gap
 //! had been given up raises it at once, as a DSACK widens RACK's reordering
 //! window (RFC 8985 §6.2.4), and the window lets it shrink when reordering calms.
+//!
+//! A gap can also be a loss the sender is about to repair: it sees the loss within
+//! about a probe timeout of its path (RFC 9002 §6.2.1: smoothed RTT + 4 × RTT
+//! variation + maximum acknowledgement delay) and sends the packet again at once.
+//! Skipping such a gap hands the inner flow the very loss the tunnel repairs, and a
+//! loss-based inner flow halves its window for it. So the target is at least the
+//! repair time the session sets ([`AdaptiveHold::set_repair_time`]); a gap the
+//! sender gives up on is skipped at once through its GaveUp frame, and a gap still
+//! open after the maximum is taken as lost.
 
 use std::time::{Duration, Instant};
 
@@ -81,6 +90,8 @@ pub struct AdaptiveHold {
     observed: [Duration; 2],
     /// When the current bucket started.
     bucket_start: Option<Instant>,
+    /// How long the sender may take to see a loss and send the packet again.
+    repair: Duration,
 }
 
 impl AdaptiveHold {
@@ -94,7 +105,13 @@ impl AdaptiveHold {
             tracked: PathSet::EMPTY,
             observed: [Duration::ZERO; 2],
             bucket_start: None,
+            repair: Duration::ZERO,
         }
+    }
+
+    /// Sets how long a loss may take to be repaired (see the module docs).
+    pub fn set_repair_time(&mut self, repair: Duration) {
+        self.repair = repair;
     }
 
     /// Replaces the bounds (configuration reload).
@@ -185,7 +202,7 @@ impl AdaptiveHold {
         };
         let spread = Duration::from_micros(u64::try_from(latest - earliest).unwrap_or(0));
         let observed = self.observed_wait(now);
-        let target = spread.max(observed + observed / 4);
+        let target = spread.max(self.repair).max(observed + observed / 4);
         target.clamp(self.bounds.min, self.bounds.max.max(self.bounds.min))
     }
 
@@ -373,6 +390,22 @@ mod tests {
         // The bounds still apply.
         hold.on_needed_wait(much_later, ms(1000));
         assert_eq!(hold.target(much_later), BOUNDS.max);
+    }
+
+    #[test]
+    fn the_repair_time_is_a_floor_within_the_bounds() {
+        let t0 = Instant::now();
+        let mut hold = AdaptiveHold::new(HoldBounds {
+            min: ms(10),
+            max: ms(200),
+        });
+        hold.on_arrival(t0, PathId(0), 1_000);
+        hold.on_arrival(t0, PathId(1), 21_000);
+        assert_eq!(hold.target(t0), ms(20));
+        hold.set_repair_time(ms(45));
+        assert_eq!(hold.target(t0), ms(45));
+        hold.set_repair_time(ms(900));
+        assert_eq!(hold.target(t0), ms(200));
     }
 
     #[test]

@@ -12,6 +12,11 @@
 //!   bandwidth-delay product plus `queue_budget` worth of bottleneck queue:
 //!   what a loss-based controller settles at over a buffer of that depth.
 //!
+//! A path may also lose every `loss_every`-th packet it carries, at random as
+//! far as the sender can tell (radio loss): the packet never arrives, its
+//! window space comes back when its acknowledgement would have, and the sender
+//! then sends it again, first in line, wherever the scheduler says.
+//!
 //! The sender has an endless backlog of equal-size packets, numbered in
 //! order. At every event (start, each acknowledgement) it processes the
 //! acknowledgements due, builds a [`PathView`] per path from the model state
@@ -38,6 +43,8 @@ pub struct PathConfig {
     pub rate_bps: u64,
     /// Bottleneck queue the window allows on top of the bandwidth-delay product.
     pub queue_budget: Duration,
+    /// Every this many packets on the path, one is lost.
+    pub loss_every: Option<u64>,
 }
 
 impl PathConfig {
@@ -47,6 +54,15 @@ impl PathConfig {
             one_way_delay: Duration::from_secs_f64(one_way_ms / 1000.0),
             rate_bps: (rate_mbit * 1e6) as u64,
             queue_budget: Duration::from_secs_f64(queue_ms / 1000.0),
+            loss_every: None,
+        }
+    }
+
+    /// The same path losing one packet in every `count`.
+    pub fn losing_one_in(self, count: u64) -> Self {
+        PathConfig {
+            loss_every: Some(count),
+            ..self
         }
     }
 
@@ -74,9 +90,12 @@ struct PathModel {
     config: PathConfig,
     /// When the bottleneck finishes the last packet handed to it.
     link_free_at: Duration,
-    /// Acknowledgement time and size of each packet in flight, in send order.
-    in_flight: VecDeque<(Duration, u64)>,
+    /// Each packet in flight in send order: acknowledgement (or loss detection)
+    /// time, size, and the sequence number if the packet is lost.
+    in_flight: VecDeque<(Duration, u64, Option<usize>)>,
     bytes_in_flight: u64,
+    /// Packets the path has carried.
+    sent: u64,
 }
 
 impl PathModel {
@@ -96,15 +115,24 @@ impl PathModel {
         view
     }
 
-    /// Sends `len` bytes at `now`; returns when they reach the receiver.
-    fn send(&mut self, now: Duration, len: u64) -> Duration {
+    /// Sends packet `seq` of `len` bytes at `now`; returns when it reaches the
+    /// receiver, or `None` when the path loses it.
+    fn send(&mut self, now: Duration, len: u64, seq: usize) -> Option<Duration> {
         let start = self.link_free_at.max(now);
         self.link_free_at = start + self.config.transmit_time(len);
         let arrival = self.link_free_at + self.config.one_way_delay;
-        self.in_flight
-            .push_back((arrival + self.config.one_way_delay, len));
+        self.sent += 1;
+        let lost = self
+            .config
+            .loss_every
+            .is_some_and(|every| self.sent % every == 0);
+        self.in_flight.push_back((
+            arrival + self.config.one_way_delay,
+            len,
+            lost.then_some(seq),
+        ));
         self.bytes_in_flight += len;
-        arrival
+        (!lost).then_some(arrival)
     }
 }
 
@@ -141,9 +169,17 @@ pub struct Report {
     /// arrived: largest, and mean over all packets of the in-order prefix.
     pub max_hold: Duration,
     pub mean_hold: Duration,
+    /// Packets each path carried, in path order (re-sent ones included).
+    pub sent_per_path: Vec<u64>,
 }
 
 impl Report {
+    /// The share of all packets sent that path `index` carried.
+    pub fn path_share(&self, index: usize) -> f64 {
+        let total: u64 = self.sent_per_path.iter().sum();
+        self.sent_per_path[index] as f64 / total.max(1) as f64
+    }
+
     pub fn out_of_order_fraction(&self) -> f64 {
         self.out_of_order as f64 / self.delivered.max(1) as f64
     }
@@ -190,8 +226,11 @@ pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
             link_free_at: Duration::ZERO,
             in_flight: VecDeque::new(),
             bytes_in_flight: 0,
+            sent: 0,
         })
         .collect();
+    // Lost packets waiting to be sent again, oldest first.
+    let mut resend: VecDeque<usize> = VecDeque::new();
     let packet = PacketInfo {
         len: scenario.packet_len,
         class: PacketClass::Bulk,
@@ -206,21 +245,30 @@ pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
 
     while now < scenario.duration {
         for path in &mut paths {
-            while let Some(&(ack_at, bytes)) = path.in_flight.front() {
+            while let Some(&(ack_at, bytes, lost)) = path.in_flight.front() {
                 if ack_at > now {
                     break;
                 }
                 path.in_flight.pop_front();
                 path.bytes_in_flight -= bytes;
-                scheduler.on_acked(epoch + now, path.id, bytes as usize);
+                match lost {
+                    Some(seq) => {
+                        resend.push_back(seq);
+                        scheduler.on_lost(epoch + now, path.id, bytes as usize);
+                    }
+                    None => scheduler.on_acked(epoch + now, path.id, bytes as usize),
+                }
             }
         }
         for _ in 0..MAX_PICKS_PER_EVENT {
             views.clear();
             views.extend(paths.iter().map(|path| path.view(now)));
-            let seq = first_arrival.len();
+            let resent = resend.front().copied();
+            let seq = resent.unwrap_or(first_arrival.len());
             let mut send_on = |id: PathId, first_arrival: &mut Vec<Option<Duration>>| {
-                let arrival = paths[usize::from(id.0)].send(now, len);
+                let Some(arrival) = paths[usize::from(id.0)].send(now, len, seq) else {
+                    return;
+                };
                 let slot = &mut first_arrival[seq];
                 match slot {
                     Some(earlier) if *earlier <= arrival => duplicates += 1,
@@ -231,15 +279,22 @@ pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
                     None => *slot = Some(arrival),
                 }
             };
-            match scheduler.pick(epoch + now, &packet, &views) {
+            let pick = scheduler.pick(epoch + now, &packet, &views);
+            if pick != Pick::Hold {
+                match resent {
+                    Some(_) => {
+                        resend.pop_front();
+                    }
+                    None => first_arrival.push(None),
+                }
+            }
+            match pick {
                 Pick::Hold => break,
                 Pick::One(id) => {
-                    first_arrival.push(None);
                     send_on(id, &mut first_arrival);
                     scheduler.on_sent(epoch + now, id, scenario.packet_len);
                 }
                 Pick::Many(set) => {
-                    first_arrival.push(None);
                     for id in set {
                         send_on(id, &mut first_arrival);
                         scheduler.on_sent(epoch + now, id, scenario.packet_len);
@@ -249,12 +304,14 @@ pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
         }
         let next_ack = paths
             .iter()
-            .filter_map(|path| path.in_flight.front().map(|&(ack_at, _)| ack_at))
+            .filter_map(|path| path.in_flight.front().map(|&(ack_at, _, _)| ack_at))
             .min();
         now = next_ack.unwrap_or(now + Duration::from_millis(1));
     }
 
-    measure(scheduler.name(), &first_arrival, duplicates, scenario)
+    let mut report = measure(scheduler.name(), &first_arrival, duplicates, scenario);
+    report.sent_per_path = paths.iter().map(|path| path.sent).collect();
+    report
 }
 
 fn measure(

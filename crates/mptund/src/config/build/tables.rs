@@ -109,13 +109,17 @@ impl Validator<'_> {
             .as_ref()
             .map_or(DEFAULT_DUPLICATE_LATENCY_CRITICAL, |value| *value.get_ref());
         let defaults = SchedulerParams::default();
-        let wait_margin_us = self.integer(
-            scheduler.earliest_arrival_wait_margin_us.as_ref(),
-            "scheduler.earliest_arrival_wait_margin_us",
-            0..=1_000_000,
-            " µs",
-            defaults.earliest_arrival_wait_margin.as_micros() as i64,
-        )?;
+        // Absent: earliest-arrival never waits for a full path.
+        let wait_margin = match scheduler.earliest_arrival_wait_margin_us.as_ref() {
+            Some(value) => Some(Duration::from_micros(self.integer(
+                Some(value),
+                "scheduler.earliest_arrival_wait_margin_us",
+                0..=1_000_000,
+                " µs",
+                0,
+            )? as u64)),
+            None => None,
+        };
         let params = SchedulerParams {
             ecf_hysteresis: self.fraction(
                 scheduler.ecf_hysteresis.as_ref(),
@@ -129,7 +133,7 @@ impl Validator<'_> {
                 0.1..=10.0,
                 defaults.blest_lambda,
             )?,
-            earliest_arrival_wait_margin: Duration::from_micros(wait_margin_us as u64),
+            earliest_arrival_wait_margin: wait_margin,
             ..defaults
         };
         Ok(SchedulerConfig {
