@@ -24,6 +24,14 @@
 //! Because predictions count each path's bottleneck queue, a deep-buffered fast
 //! path is not filled past the point where it delivers later than the next one.
 //!
+//! One limit: a packet is not sent where it would arrive more than the peer's
+//! reorder window ([`crate::SchedulerParams::reorder_window`]) after a full
+//! path could deliver it once its window opens. It would come after the
+//! receiver gave its gap up, so the inner flow would see it lost and then
+//! duplicated; the scheduler returns [`Pick::Hold`] instead. A GEO satellite
+//! (280 ms one way) behind 5G (8 ms) then carries data only while the faster
+//! paths cannot (a 5G outage), not whenever they are momentarily full.
+//!
 //! Waiting for a full path is opt-in
 //! ([`crate::SchedulerParams::earliest_arrival_wait_margin`]): then, if an
 //! eligible path that cannot send now would still deliver earlier than every
@@ -54,15 +62,20 @@ use std::time::{Duration, Instant};
 
 use crate::eligible::{least_loaded, Eligibility};
 use crate::path::{PacketInfo, PathId, PathView, Pick};
-use crate::predict::{predicted_arrival, predicted_backlog_arrival_when_open};
+use crate::predict::{
+    predicted_arrival, predicted_arrival_when_open, predicted_backlog_arrival_when_open,
+};
 use crate::scheduler::Scheduler;
 
 /// Sends each packet where it is predicted to arrive first.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EarliestArrival {
     /// How much earlier a full path must deliver before the packet waits for it;
     /// `None`: never wait while another path can send.
     wait_margin: Option<Duration>,
+    /// How much later than a full path a packet may arrive elsewhere and still be
+    /// waited for by the receiver.
+    reorder_window: Duration,
 }
 
 impl EarliestArrival {
@@ -70,9 +83,20 @@ impl EarliestArrival {
     pub const NAME: &'static str = "earliest-arrival";
 
     /// A scheduler that waits for a full path when it wins by more than
-    /// `wait_margin`, or never with `None`.
-    pub fn new(wait_margin: Option<Duration>) -> Self {
-        EarliestArrival { wait_margin }
+    /// `wait_margin` (never with `None`), and whenever another path would deliver
+    /// more than `reorder_window` after it.
+    pub fn new(wait_margin: Option<Duration>, reorder_window: Duration) -> Self {
+        EarliestArrival {
+            wait_margin,
+            reorder_window,
+        }
+    }
+}
+
+impl Default for EarliestArrival {
+    fn default() -> Self {
+        let params = crate::SchedulerParams::default();
+        EarliestArrival::new(params.earliest_arrival_wait_margin, params.reorder_window)
     }
 }
 
@@ -85,11 +109,12 @@ impl Scheduler for EarliestArrival {
         let rule = Eligibility::of(paths);
         // Best path that can send: (arrival, in flight, id).
         let mut best_ready: Option<(Duration, u64, PathId)> = None;
-        // Earliest arrival among paths that cannot send now.
+        // Earliest arrival among paths that cannot send now: of the packet, and of
+        // the backlog behind it (only when waiting is on).
         let mut best_blocked: Option<Duration> = None;
+        let mut best_blocked_backlog: Option<Duration> = None;
         for path in paths.iter().filter(|path| rule.allows(path)) {
-            let can_send = path.can_send(packet.len);
-            if can_send {
+            if path.can_send(packet.len) {
                 let Some(arrival) = predicted_arrival(path, packet.len) else {
                     continue;
                 };
@@ -97,25 +122,31 @@ impl Scheduler for EarliestArrival {
                 if best_ready.is_none_or(|best| key < best) {
                     best_ready = Some(key);
                 }
-            } else if self.wait_margin.is_some() {
-                let Some(arrival) =
+                continue;
+            }
+            if let Some(arrival) = predicted_arrival_when_open(path, packet.len) {
+                best_blocked = Some(best_blocked.map_or(arrival, |best| best.min(arrival)));
+            }
+            if self.wait_margin.is_some() {
+                if let Some(arrival) =
                     predicted_backlog_arrival_when_open(path, packet.len, packet.queued_bytes)
-                else {
-                    continue;
-                };
-                if best_blocked.is_none_or(|best| arrival < best) {
-                    best_blocked = Some(arrival);
+                {
+                    best_blocked_backlog =
+                        Some(best_blocked_backlog.map_or(arrival, |best| best.min(arrival)));
                 }
             }
         }
-        match (best_ready, best_blocked, self.wait_margin) {
-            (Some((ready, _, _)), Some(blocked), Some(margin))
-                if blocked.saturating_add(margin) < ready =>
-            {
-                Pick::Hold
-            }
-            (Some((_, _, id)), _, _) => Pick::One(id),
-            (None, _, _) => least_loaded(paths, rule, packet.len, |path| {
+        let too_late = |ready: Duration| {
+            best_blocked.is_some_and(|blocked| ready > blocked.saturating_add(self.reorder_window))
+        };
+        let worth_waiting = |ready: Duration| match (best_blocked_backlog, self.wait_margin) {
+            (Some(blocked), Some(margin)) => blocked.saturating_add(margin) < ready,
+            _ => false,
+        };
+        match best_ready {
+            Some((ready, _, _)) if too_late(ready) || worth_waiting(ready) => Pick::Hold,
+            Some((_, _, id)) => Pick::One(id),
+            None => least_loaded(paths, rule, packet.len, |path| {
                 predicted_arrival(path, packet.len).is_none()
             })
             .map_or(Pick::Hold, Pick::One),
@@ -222,6 +253,28 @@ mod tests {
         );
     }
 
+    const REORDER_WINDOW: Duration = Duration::from_millis(200);
+
+    #[test]
+    fn no_overtaking_beyond_the_reorder_window() {
+        let now = Instant::now();
+        // 5G at 8 ms with its window full; GEO at 280 ms could send now but would
+        // arrive 270 ms later, after a 200 ms reorder window gives the gap up.
+        let paths = [measured(0, 280, 10), full(measured(1, 8, 50))];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::Hold
+        );
+        let mut patient = EarliestArrival::new(None, Duration::from_millis(300));
+        assert_eq!(patient.pick(now, &PACKET, &paths), Pick::One(PathId(0)));
+        // With the 5G path down, GEO carries everything.
+        let paths = [measured(0, 280, 10), gone_down(measured(1, 8, 50))];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::One(PathId(0))
+        );
+    }
+
     /// A 10 ms, 10 Mbit/s path whose window (30 kB) is about its BDP (25 kB).
     fn fast_with_small_window() -> PathView {
         let mut fast = measured(1, 10, 10);
@@ -232,7 +285,7 @@ mod tests {
     #[test]
     fn waiting_for_full_paths_when_asked_to() {
         run_table(
-            || EarliestArrival::new(Some(Duration::ZERO)),
+            || EarliestArrival::new(Some(Duration::ZERO), REORDER_WINDOW),
             vec![
                 Case {
                     name: "full fast path that would still be earlier: wait for it",
@@ -272,7 +325,7 @@ mod tests {
         let mut fast = measured(1, 10, 10);
         fast.cwnd_bytes = Some(26_000);
         let paths = [measured(0, 30, 10), full(fast)];
-        let mut scheduler = EarliestArrival::new(Some(Duration::ZERO));
+        let mut scheduler = EarliestArrival::new(Some(Duration::ZERO), REORDER_WINDOW);
         let alone = PacketInfo {
             queued_bytes: 0,
             ..PACKET
@@ -298,11 +351,11 @@ mod tests {
             Pick::One(PathId(0)),
             "no waiting by default"
         );
-        let mut eager = EarliestArrival::new(Some(Duration::ZERO));
+        let mut eager = EarliestArrival::new(Some(Duration::ZERO), REORDER_WINDOW);
         assert_eq!(eager.pick(now, &PACKET, &paths), Pick::Hold);
-        let mut tolerant = EarliestArrival::new(Some(Duration::from_millis(1)));
+        let mut tolerant = EarliestArrival::new(Some(Duration::from_millis(1)), REORDER_WINDOW);
         assert_eq!(tolerant.pick(now, &PACKET, &paths), Pick::One(PathId(0)));
-        let mut impatient = EarliestArrival::new(Some(Duration::from_micros(400)));
+        let mut impatient = EarliestArrival::new(Some(Duration::from_micros(400)), REORDER_WINDOW);
         assert_eq!(impatient.pick(now, &PACKET, &paths), Pick::Hold);
     }
 }

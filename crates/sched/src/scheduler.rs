@@ -148,7 +148,15 @@ pub struct SchedulerParams {
     /// for it; valid up to 1 s. Default `None`: never wait while another path
     /// can send ([`EarliestArrival`]'s module docs say why).
     pub earliest_arrival_wait_margin: Option<Duration>,
+    /// The longest the peer's reorder buffer holds a gap; earliest-arrival does
+    /// not send a packet where it would arrive later than that after a full path
+    /// could deliver it. Valid `1 ms..=10 s`. Default 200 ms, the daemon's default
+    /// `reorder.max_hold_ms`; the daemon sets its own.
+    pub reorder_window: Duration,
 }
+
+/// [`SchedulerParams::reorder_window`]'s default.
+const DEFAULT_REORDER_WINDOW: Duration = Duration::from_millis(200);
 
 impl Default for SchedulerParams {
     fn default() -> Self {
@@ -157,6 +165,7 @@ impl Default for SchedulerParams {
             blest_lambda: BLEST_DEFAULT_LAMBDA,
             blest_reorder_window_bytes: BLEST_DEFAULT_REORDER_WINDOW_BYTES,
             earliest_arrival_wait_margin: None,
+            reorder_window: DEFAULT_REORDER_WINDOW,
         }
     }
 }
@@ -186,6 +195,13 @@ impl SchedulerParams {
                 "blest_reorder_window_bytes",
                 self.blest_reorder_window_bytes.to_string(),
                 "1400 to 1099511627776 bytes",
+            );
+        }
+        if !(Duration::from_millis(1)..=Duration::from_secs(10)).contains(&self.reorder_window) {
+            return invalid(
+                "reorder_window",
+                format!("{:?}", self.reorder_window),
+                "1 ms to 10 s",
             );
         }
         if self
@@ -235,9 +251,11 @@ pub enum BuildError {
 pub fn build_scheduler(name: &str, params: &SchedulerParams) -> Result<AnyScheduler, BuildError> {
     params.validate()?;
     match name {
-        EarliestArrival::NAME => {
-            Ok(EarliestArrival::new(params.earliest_arrival_wait_margin).into())
-        }
+        EarliestArrival::NAME => Ok(EarliestArrival::new(
+            params.earliest_arrival_wait_margin,
+            params.reorder_window,
+        )
+        .into()),
         Blest::NAME => {
             Ok(Blest::new(params.blest_lambda, params.blest_reorder_window_bytes).into())
         }

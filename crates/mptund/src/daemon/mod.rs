@@ -119,6 +119,8 @@ fn session_settings(
         scheduler_params: SchedulerParams {
             // BLEST's receive window is what the peer's reorder buffer holds.
             blest_reorder_window_bytes: (reorder.capacity_packets * usize::from(tun_mtu)) as u64,
+            // The peer is configured alike: its longest hold is ours.
+            reorder_window: reorder.max_hold,
             ..scheduler.params.clone()
         },
         duplicate_latency_critical: scheduler.duplicate_latency_critical,

@@ -369,15 +369,14 @@ impl Session {
     }
 }
 
-/// How long the peer may take to repair a loss: the longest probe timeout of the paths
-/// with an RTT measured (the paths are the same both ways, and a loss on any of them is
-/// seen within its probe timeout). Paths never measured do not count: their initial
-/// RTT is a guess.
+/// How long the peer may take to repair a loss beyond the paths' delay spread: the
+/// probe timeout of the fastest path with an RTT measured (see `AdaptiveHold`). Paths
+/// never measured do not count: their initial RTT is a guess.
 fn repair_time(paths: &[SessionPath]) -> Duration {
     paths
         .iter()
         .filter(|path| path.probe.rtt.smoothed().is_some())
         .map(|path| path.probe.pto_base())
-        .max()
+        .min()
         .unwrap_or(Duration::ZERO)
 }

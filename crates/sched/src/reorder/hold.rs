@@ -27,14 +27,17 @@
 //! had been given up raises it at once, as a DSACK widens RACK's reordering
 //! window (RFC 8985 §6.2.4), and the window lets it shrink when reordering calms.
 //!
-//! A gap can also be a loss the sender is about to repair: it sees the loss within
-//! about a probe timeout of its path (RFC 9002 §6.2.1: smoothed RTT + 4 × RTT
-//! variation + maximum acknowledgement delay) and sends the packet again at once.
-//! Skipping such a gap hands the inner flow the very loss the tunnel repairs, and a
-//! loss-based inner flow halves its window for it. So the target is at least the
-//! repair time the session sets ([`AdaptiveHold::set_repair_time`]); a gap the
-//! sender gives up on is skipped at once through its GaveUp frame, and a gap still
-//! open after the maximum is taken as lost.
+//! A gap can also be a loss the sender is about to repair: it sees the loss about
+//! one round trip of the lossy path after sending, and sends the packet again at
+//! once on the fastest path. That round trip is the fastest path's, plus how much
+//! later the lossy path delivers: so the repair lands within the spread plus the
+//! fastest path's probe timeout (RFC 9002 §6.2.1: smoothed RTT, four RTT
+//! variations and the maximum acknowledgement delay), which the session sets
+//! ([`AdaptiveHold::set_repair_time`]). Skipping such a gap would hand the inner
+//! flow the very loss the tunnel repairs, and a loss-based inner flow halves its
+//! window for it. Holding longer costs nothing while packets only reorder (their
+//! gaps fill within the spread); a gap the sender gives up on is skipped at once
+//! through its GaveUp frame, and one still open after the maximum is taken as lost.
 
 use std::time::{Duration, Instant};
 
@@ -202,7 +205,7 @@ impl AdaptiveHold {
         };
         let spread = Duration::from_micros(u64::try_from(latest - earliest).unwrap_or(0));
         let observed = self.observed_wait(now);
-        let target = spread.max(self.repair).max(observed + observed / 4);
+        let target = (spread + self.repair).max(observed + observed / 4);
         target.clamp(self.bounds.min, self.bounds.max.max(self.bounds.min))
     }
 
@@ -393,7 +396,7 @@ mod tests {
     }
 
     #[test]
-    fn the_repair_time_is_a_floor_within_the_bounds() {
+    fn the_repair_time_adds_to_the_spread_within_the_bounds() {
         let t0 = Instant::now();
         let mut hold = AdaptiveHold::new(HoldBounds {
             min: ms(10),
@@ -403,7 +406,7 @@ mod tests {
         hold.on_arrival(t0, PathId(1), 21_000);
         assert_eq!(hold.target(t0), ms(20));
         hold.set_repair_time(ms(45));
-        assert_eq!(hold.target(t0), ms(45));
+        assert_eq!(hold.target(t0), ms(65), "the spread plus the repair");
         hold.set_repair_time(ms(900));
         assert_eq!(hold.target(t0), ms(200));
     }
