@@ -348,17 +348,25 @@ impl SessionPath {
             && !self.probe.has_window_room(full_size)
     }
 
-    /// The scheduler's view of this path for a packet of `len` bytes.
-    pub fn view(&mut self, now: Instant, path_timeout: Duration, len: usize) -> PathView {
+    /// The scheduler's view of this path for a packet of `len` bytes. `return_delay` is
+    /// how long acknowledgements take back at best (see `Session::return_delay`).
+    pub fn view(
+        &mut self,
+        now: Instant,
+        path_timeout: Duration,
+        len: usize,
+        return_delay: Duration,
+    ) -> PathView {
         let mut view = PathView::new(self.id, self.scheduler_state(now, path_timeout));
         view.backup = self.backup;
         view.srtt = self.probe.rtt.smoothed();
         view.min_rtt = self.probe.rtt.min();
-        // Without synchronised clocks the forward delay is estimated as half the
-        // minimum RTT plus the queuing delay the one-way-delay samples show.
-        view.one_way_delay = view
-            .min_rtt
-            .map(|min| min / 2 + self.probe.queuing_delay().unwrap_or_default());
+        // Without synchronised clocks the forward delay is the minimum RTT less the
+        // return delay, plus the queuing delay the one-way-delay samples show.
+        view.one_way_delay = view.min_rtt.map(|min| {
+            min.saturating_sub(return_delay).max(min / 2)
+                + self.probe.queuing_delay().unwrap_or_default()
+        });
         view.cwnd_bytes = Some(self.probe.window());
         view.bytes_in_flight = self.probe.bytes_in_flight();
         view.delivery_rate_bps = self

@@ -3,7 +3,7 @@
 //! queued briefly when every path is full, and re-sent on another path when the path
 //! they took loses them or goes down.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mptund_sched::{
     latency_critical_paths, PacketClass, PacketInfo, PathId, PathSet, Pick, Scheduler, SeqNo,
@@ -74,17 +74,32 @@ impl Session {
         };
         self.views.clear();
         let path_timeout = self.settings.path_timeout;
+        let return_delay = self.return_delay();
         for path in &mut self.paths {
             if Some(path.id) == avoid {
                 continue;
             }
-            let mut view = path.view(now, path_timeout, len);
+            let mut view = path.view(now, path_timeout, len, return_delay);
             if urgent {
                 view.cwnd_bytes = None;
                 view.pacing_ready = true;
             }
             self.views.push(view);
         }
+    }
+
+    /// How long acknowledgements take back at best: half the smallest minimum RTT of
+    /// the paths. A path's RTT is its forward delay plus the return of the path its
+    /// acknowledgements came back on, and the peer acknowledges on whichever path it
+    /// heard last, so a path's minimum RTT holds the fastest return. Half its own
+    /// minimum would put a GEO satellite behind 5G (280 ms forward, 8 ms back) at
+    /// 144 ms instead of 280.
+    fn return_delay(&self) -> Duration {
+        self.paths
+            .iter()
+            .filter_map(|path| path.probe.rtt.min())
+            .min()
+            .map_or(Duration::ZERO, |fastest| fastest / 2)
     }
 
     /// Asks the scheduler for a path and sends the inner packet (at HEADROOM in
