@@ -46,7 +46,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{AckSignals, Controller};
+use super::{bytes_in, AckSignals, Controller};
 use crate::RttEstimator;
 
 /// RFC 9438 §5.1: C = 0.4 (segments per second cubed).
@@ -147,11 +147,7 @@ impl Cubic {
     pub fn bdp(&self) -> Option<u64> {
         let rate = self.max_rate[0].max(self.max_rate[1]);
         let min_rtt = self.min_rtt?;
-        if rate == 0 {
-            return None;
-        }
-        let bytes = u128::from(rate) * min_rtt.as_nanos() / 1_000_000_000;
-        Some(u64::try_from(bytes).unwrap_or(u64::MAX))
+        (rate > 0).then(|| bytes_in(rate, min_rtt))
     }
 
     fn record_rate(&mut self, now: Instant, rtt: &RttEstimator, signals: &AckSignals) {

@@ -62,7 +62,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{AckSignals, Controller};
+use super::{bytes_in, AckSignals, Controller};
 use crate::RttEstimator;
 
 /// A gain as an exact fraction, so windows and rates are integer arithmetic.
@@ -211,11 +211,7 @@ impl DelayRate {
     pub fn bdp(&self) -> Option<u64> {
         let rate = self.max_delivery_rate();
         let min_rtt = self.min_rtt?;
-        if rate == 0 {
-            return None;
-        }
-        let bytes = u128::from(rate) * min_rtt.as_nanos() / 1_000_000_000;
-        Some(u64::try_from(bytes).unwrap_or(u64::MAX))
+        (rate > 0).then(|| bytes_in(rate, min_rtt))
     }
 
     /// The queuing delay above which the guard acts: max(5 ms, min_rtt / 4).

@@ -84,6 +84,13 @@ pub use cubic::{cubic_k, w_cubic, Cubic};
 pub use delay_rate::{DelayRate, DelayRateState};
 pub use pacer::Pacer;
 
+/// Bytes a path delivering `rate_bytes_per_sec` carries in `duration`: with the
+/// minimum RTT, the bandwidth-delay product.
+pub(crate) fn bytes_in(rate_bytes_per_sec: u64, duration: Duration) -> u64 {
+    let bytes = u128::from(rate_bytes_per_sec) * duration.as_nanos() / 1_000_000_000;
+    u64::try_from(bytes).unwrap_or(u64::MAX)
+}
+
 /// The names [`build_controller`] accepts, as written in the configuration.
 pub const CONTROLLER_NAMES: &[&str] = &["cubic", "delay-rate"];
 
