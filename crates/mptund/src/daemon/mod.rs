@@ -40,6 +40,7 @@ use udp::{Binding, PathSocket};
 
 pub use control::query as query_control_socket;
 pub use metrics::render as render_metrics;
+pub use status::DUMP_COLUMNS;
 pub use udp::interface_mtu;
 
 /// Packets read from the TUN per wake-up before the sockets get their turn.
