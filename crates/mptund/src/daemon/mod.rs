@@ -169,7 +169,7 @@ async fn run_client(
     }
     let derived = mtu::tun_mtu(link_mtus).unwrap_or(0);
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
-    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu)?;
+    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
     tracing::info!(tun = %config.tun.name, mtu = tun_mtu, paths = config.paths.len(), "client starting");
 
     let settings = ClientSettings {
@@ -233,7 +233,7 @@ async fn run_server(
 ) -> anyhow::Result<()> {
     let derived = mtu::tun_mtu([(mtu::DEFAULT_LINK_MTU, config.listen.is_ipv6())]).unwrap_or(0);
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
-    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu)?;
+    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
     let settings = ServerSettings {
         private_key: PrivateKey::from_bytes(config.private_key),
         peers: config
