@@ -241,8 +241,8 @@ def test_unit_file_passes_systemd_analyze_verify(tmp_path):
     # verify wants the programs in ExecStart to exist: the test copy runs the
     # workspace's binary and reads its configuration from the temporary directory.
     binary = mptund_binary()
-    assert "/usr/local/bin/mptund" in text
-    copy = (text.replace("/usr/local/bin/mptund", str(binary))
+    assert "/usr/bin/mptund" in text
+    copy = (text.replace("/usr/bin/mptund", str(binary))
             .replace("/etc/mptund/", f"{tmp_path}/"))
     (tmp_path / "mptund@test.service").write_text(copy)
     (tmp_path / "test.toml").write_text((REPO_ROOT / "config" / "server.toml").read_text())
