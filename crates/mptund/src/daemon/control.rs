@@ -2,9 +2,10 @@
 //! asks for the daemon's state.
 //!
 //! The protocol is one line each way and then close: the client sends `status` (a
-//! table for a person), `status json` (the report as JSON, for scripts) or
-//! `status dump` (one tab-separated line per path), ended by a newline; the daemon writes the answer and closes the connection. Anything else is
-//! answered with a line starting `error:`.
+//! table for a person), `status json` (the report as JSON, for scripts) or `status
+//! dump` (one tab-separated line per path), ended by a newline; the daemon writes the
+//! answer and closes the connection. Anything else is answered with a line starting
+//! `error:`.
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
