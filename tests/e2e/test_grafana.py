@@ -15,7 +15,6 @@ import sys
 import time
 import urllib.parse
 
-import pytest
 
 from conftest import REPO_ROOT
 from mptund import CLIENT_TUN_ADDR, SERVER_TUN_ADDR, DaemonPair, direct_topology

@@ -17,11 +17,13 @@ makes the network namespace itself.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -44,6 +46,7 @@ INCLUDE = ("systemd", "systemd-sysv", "dbus", "iproute2", "procps")
 UNIT = "mptund@server.service"
 # Where the test's files (the .deb, the configuration) appear in the container.
 STAGING = "/mnt/mptund-test"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # The unit's WatchdogSec= and RestartSec=.
 WATCHDOG_SEC = 10
 RESTART_SEC = 2
@@ -78,26 +81,38 @@ def build_deb(out: Path) -> Path:
     return deb
 
 
+def _killed_with_parent() -> None:
+    """In the child before exec: SIGKILL when the test process dies, however it
+    dies; the container's processes die with nspawn."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class Container:
     """A booted Debian container in network namespace `netns`; commands run in it
     through nsenter. Its root is a tmpfs overlay: the cache stays untouched."""
 
     def __init__(self, root: Path, netns: str, staging: Path, log: Path):
         self.log = log
-        self.name = netns
+        # Not through `ip netns exec`, which remounts /sys without the cgroup
+        # file systems nspawn needs.
         with open(log, "w") as output:
             self.proc = subprocess.Popen(
                 ["systemd-nspawn", "--quiet", "--boot", f"--directory={root}",
                  "--volatile=overlay", "--register=no", "--keep-unit",
                  f"--machine={netns}", f"--network-namespace-path=/run/netns/{netns}",
                  "--bind=/dev/net/tun", "--capability=CAP_NET_ADMIN",
-                 f"--bind-ro={staging}:{STAGING}",
-                 "--system-call-filter=bpf", "--console=pipe"],
-                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
-        self.leader = wait_for(self._find_leader, 20, "the container's init")
-        # "offline" until systemd's own socket exists; then --wait waits for the boot.
-        state = wait_for(lambda: self.booted_state(), 90, "the container to boot", interval=0.2)
-        assert state in ("running", "degraded"), state + self.log.read_text()
+                 f"--bind-ro={staging}:{STAGING}", "--system-call-filter=bpf",
+                 "--console=pipe"],
+                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                preexec_fn=_killed_with_parent)
+        try:
+            self.leader = wait_for(self._find_leader, 20, "the container's init")
+            # "offline" until systemd's own socket exists; then --wait waits for the boot.
+            state = wait_for(self.booted_state, 90, "the container to boot", interval=0.2)
+            assert state in ("running", "degraded"), state + self.log.read_text()
+        except BaseException:
+            self.stop()
+            raise
 
     def booted_state(self) -> str | None:
         state = self.run("systemctl", "is-system-running", "--wait", check=False,
