@@ -3,7 +3,7 @@
 # Idempotent.
 #
 #   scripts/setup.sh             # what scripts/test.sh, the demo and the benchmarks need
-#   scripts/setup.sh --release   # and the cross compilers for scripts/release.sh
+#   scripts/setup.sh --release   # and the other cross compilers for scripts/release.sh
 set -euo pipefail
 release=false
 [ "${1:-}" = "--release" ] && release=true
@@ -12,13 +12,14 @@ release=false
 # boot the Debian container of the real-systemd test; dpkg-dev and lintian build
 # and check the .deb. mptcpize (its own package since Debian 12) wraps iperf3 for
 # the benchmarks' kernel-MPTCP rows; git and util-linux (chrt) are for them too.
+# The aarch64 cross compiler (ring's C, the linker) and qemu-user-static: the
+# tests build for aarch64 and run it under emulation.
 packages=(iproute2 iputils-ping iperf3 ethtool mptcpd mptcpize procps util-linux git
-          prometheus systemd debootstrap systemd-container dpkg-dev lintian file)
+          prometheus systemd debootstrap systemd-container dpkg-dev lintian file
+          gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static)
 if $release; then
-    # Cross compilers for ring's C and the linkers (musl-gcc for x86_64 musl);
-    # qemu runs the ARM binaries.
-    packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf
-               libc6-dev-armhf-cross musl-tools qemu-user-static)
+    # The other release targets: armv7 and x86_64 musl (musl-gcc for ring's C).
+    packages+=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross musl-tools)
 fi
 missing=()
 for package in "${packages[@]}"; do
@@ -42,9 +43,9 @@ CARGO_DEB_VERSION=3.8.0
 if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; then
     nice -n 19 cargo install --locked --version "$CARGO_DEB_VERSION" cargo-deb
 fi
+rustup target add aarch64-unknown-linux-musl
 if $release; then
-    rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl \
-        armv7-unknown-linux-gnueabihf
+    rustup target add x86_64-unknown-linux-musl armv7-unknown-linux-gnueabihf
 fi
 modprobe tun 2>/dev/null || true
 [ -c /dev/net/tun ] || { echo "/dev/net/tun is missing: the kernel needs TUN support" >&2; exit 1; }
