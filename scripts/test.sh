@@ -5,4 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --workspace --bins
 cargo test --workspace
+# aarch64 (most vehicle routers) under emulation, with the qemu runner from
+# .cargo/config.toml: the in-memory session tests, and the binary that
+# tests/e2e/test_emulated.py runs.
+cargo build -p mptund --bin mptund --target aarch64-unknown-linux-musl
+cargo test -p mptund --lib --target aarch64-unknown-linux-musl session::
 python3 -m pytest -q tests/e2e $( [ -d testbed/tests ] && echo testbed/tests )

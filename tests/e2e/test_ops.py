@@ -189,6 +189,7 @@ def test_status_table_and_json_during_a_transfer(tunnel):
     wait_for(lambda: data_flowing(tunnel, "client"), 20, "data on the client")
     first = json.loads(status(tunnel, "client", "--json"))
     table = status(tunnel, "client")
+    dump = [line.split("\t") for line in status(tunnel, "client", "--dump").splitlines()]
     second = json.loads(status(tunnel, "client", "--json"))
     assert down_tx.poll() is None, "the transfer ended before the status calls: make it longer"
     assert_byte_exact(result(down_tx), result(down_rx), count)
@@ -203,6 +204,19 @@ def test_status_table_and_json_during_a_transfer(tunnel):
         assert later[path["name"]]["received_bytes"] >= path["received_bytes"]
     assert sum(p["received_bytes"] for p in later.values()) > \
         sum(p["received_bytes"] for p in paths), "counters did not move during the transfer"
+
+    # --dump: one line per path, columns as `mptund status --help` names them, the
+    # counters between the two JSON reports taken around it.
+    assert [row[2] for row in dump] == tunnel.uplinks, dump
+    before = {p["name"]: p for p in paths}
+    for row in dump:
+        assert len(row) == 18, row
+        peer, session, name, interface, state = row[:5]
+        assert peer == "server" and int(session, 16) == first["sessions"][0]["local_id"]
+        assert interface == name and state == "up", row
+        assert 0 < float(row[6]) < 1000 and int(row[8]) > 0, row  # rtt_ms, cwnd_bytes
+        received_bytes = int(row[17])
+        assert before[name]["received_bytes"] <= received_bytes <= later[name]["received_bytes"]
 
     lines = table.splitlines()
     assert lines[0] == "client: 1 session up, 1 established since start", table
@@ -241,8 +255,8 @@ def test_unit_file_passes_systemd_analyze_verify(tmp_path):
     # verify wants the programs in ExecStart to exist: the test copy runs the
     # workspace's binary and reads its configuration from the temporary directory.
     binary = mptund_binary()
-    assert "/usr/local/bin/mptund" in text
-    copy = (text.replace("/usr/local/bin/mptund", str(binary))
+    assert "/usr/bin/mptund" in text
+    copy = (text.replace("/usr/bin/mptund", str(binary))
             .replace("/etc/mptund/", f"{tmp_path}/"))
     (tmp_path / "mptund@test.service").write_text(copy)
     (tmp_path / "test.toml").write_text((REPO_ROOT / "config" / "server.toml").read_text())

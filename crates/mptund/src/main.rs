@@ -42,8 +42,11 @@ enum Command {
         #[arg(short, long)]
         config: Option<PathBuf>,
         /// Print the full report as JSON (as `--stats-file` writes it), for scripts.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "dump")]
         json: bool,
+        /// Print one tab-separated line per path, for scripts (like `wg show dump`).
+        #[arg(long, long_help = dump_help())]
+        dump: bool,
     },
     /// Validate a configuration file without touching the system.
     CheckConfig {
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
             socket,
             config,
             json,
+            dump,
         } => {
             let socket = match (socket, config) {
                 (Some(socket), _) => socket,
@@ -100,7 +104,11 @@ fn main() -> ExitCode {
                     Err(error) => return fail(&error),
                 },
             };
-            let request = if json { "status json" } else { "status" };
+            let request = match (json, dump) {
+                (true, _) => "status json",
+                (_, true) => "status dump",
+                _ => "status",
+            };
             match daemon::query_control_socket(&socket, request) {
                 Ok(answer) if answer.starts_with("error:") => fail(&answer.trim_end()),
                 Ok(answer) => {
@@ -149,6 +157,15 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn dump_help() -> String {
+    format!(
+        "Print one tab-separated line per path, for scripts (like `wg show dump`), \
+         without a header. Columns: {}. Rates in bytes per second, times in \
+         milliseconds, loss as a fraction; `-` where nothing is known yet.",
+        daemon::DUMP_COLUMNS.join(", ")
+    )
 }
 
 /// The control socket when none is named: the only one in the default directory.

@@ -2,9 +2,10 @@
 //! asks for the daemon's state.
 //!
 //! The protocol is one line each way and then close: the client sends `status` (a
-//! table for a person) or `status json` (the report as JSON, for scripts), ended by a
-//! newline; the daemon writes the answer and closes the connection. Anything else is
-//! answered with a line starting `error:`.
+//! table for a person), `status json` (the report as JSON, for scripts) or `status
+//! dump` (one tab-separated line per path), ended by a newline; the daemon writes the
+//! answer and closes the connection. Anything else is answered with a line starting
+//! `error:`.
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -150,13 +151,14 @@ async fn answer(
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no request"))??;
     let request = line.trim();
     let response = match request {
-        "status" | "status json" => match source.report().await {
+        "status" | "status json" | "status dump" => match source.report().await {
             Some(report) if request == "status" => status::table(&report, interfaces),
+            Some(report) if request == "status dump" => status::dump(&report, interfaces),
             Some(report) => serde_json::to_string_pretty(&report).map_err(io::Error::other)? + "\n",
             None => "error: the daemon did not answer (busy or shutting down)\n".to_owned(),
         },
         other => format!(
-            "error: unknown request {:?}; send \"status\" or \"status json\"\n",
+            "error: unknown request {:?}; send \"status\", \"status json\" or \"status dump\"\n",
             other.chars().take(40).collect::<String>()
         ),
     };

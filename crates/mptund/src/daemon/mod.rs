@@ -40,6 +40,7 @@ use udp::{Binding, PathSocket};
 
 pub use control::query as query_control_socket;
 pub use metrics::render as render_metrics;
+pub use status::DUMP_COLUMNS;
 pub use udp::interface_mtu;
 
 /// Packets read from the TUN per wake-up before the sockets get their turn.
@@ -170,7 +171,7 @@ async fn run_client(
     }
     let derived = mtu::tun_mtu(link_mtus).unwrap_or(0);
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
-    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu)?;
+    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
     tracing::info!(tun = %config.tun.name, mtu = tun_mtu, paths = config.paths.len(), "client starting");
 
     let settings = ClientSettings {
@@ -234,7 +235,7 @@ async fn run_server(
 ) -> anyhow::Result<()> {
     let derived = mtu::tun_mtu([(mtu::DEFAULT_LINK_MTU, config.listen.is_ipv6())]).unwrap_or(0);
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
-    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu)?;
+    let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
     let settings = ServerSettings {
         private_key: PrivateKey::from_bytes(config.private_key),
         peers: config

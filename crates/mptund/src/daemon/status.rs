@@ -1,5 +1,6 @@
 //! `mptund status` as a person reads it: one block per session, one row per path,
-//! aligned columns, human units (like `wg show`).
+//! aligned columns, human units (like `wg show`); and `--dump`, the same rows for
+//! scripts (like `wg show dump`).
 
 use std::fmt::Write as _;
 
@@ -124,6 +125,72 @@ fn path_rows(out: &mut String, paths: &[PathReport], interfaces: &Interfaces) {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+}
+
+/// The columns of `mptund status --dump`, in order. Rates are bytes per second,
+/// times milliseconds, loss a fraction; `-` where nothing is known yet.
+pub const DUMP_COLUMNS: [&str; 18] = [
+    "peer",
+    "session",
+    "path",
+    "interface",
+    "state",
+    "remote",
+    "rtt_ms",
+    "min_rtt_ms",
+    "cwnd_bytes",
+    "in_flight_bytes",
+    "send_rate_bytes_per_s",
+    "delivery_rate_bytes_per_s",
+    "loss_rate",
+    "lost_packets",
+    "sent_packets",
+    "sent_bytes",
+    "received_packets",
+    "received_bytes",
+];
+
+/// The report as one tab-separated line per path ([`DUMP_COLUMNS`]), without a
+/// header; a client's paths before its session is up have peer and session `-`.
+pub fn dump(report: &Report, interfaces: &Interfaces) -> String {
+    let mut out = String::new();
+    let in_sessions = report.sessions.iter().flat_map(|session| {
+        let session_id = format!("{:08x}", session.local_id);
+        session
+            .paths
+            .iter()
+            .map(move |path| (session.peer.as_str(), session_id.clone(), path))
+    });
+    let idle = report
+        .idle_paths
+        .iter()
+        .map(|path| ("-", "-".to_owned(), path));
+    for (peer, session_id, path) in in_sessions.chain(idle) {
+        let optional = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+        let fields: [String; DUMP_COLUMNS.len()] = [
+            peer.to_owned(),
+            session_id,
+            path.name.clone(),
+            optional(interfaces.get(&path.name)),
+            path.state.to_owned(),
+            optional(path.remote.clone()),
+            optional(path.srtt_ms.map(|ms| format!("{ms:.3}"))),
+            optional(path.min_rtt_ms.map(|ms| format!("{ms:.3}"))),
+            path.cwnd_bytes.to_string(),
+            path.bytes_in_flight.to_string(),
+            optional(path.pacing_rate_bytes_per_s.map(|rate| rate.to_string())),
+            optional(path.delivery_rate_bytes_per_s.map(|rate| rate.to_string())),
+            format!("{:.6}", path.loss_rate),
+            path.lost_packets.to_string(),
+            path.sent_packets.to_string(),
+            path.sent_bytes.to_string(),
+            path.received_packets.to_string(),
+            path.received_bytes.to_string(),
+        ];
+        out.push_str(&fields.join("\t"));
+        out.push('\n');
+    }
+    out
 }
 
 fn millis(ms: Option<f64>) -> String {
