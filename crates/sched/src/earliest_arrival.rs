@@ -307,11 +307,6 @@ mod tests {
                     paths: vec![measured(0, 40, 10), full(measured(1, 10, 10))],
                     expected: one(&[0]),
                 },
-                Case {
-                    name: "all full or paced holds",
-                    paths: vec![full(measured(0, 40, 10)), paced(measured(1, 10, 10))],
-                    expected: vec![Pick::Hold],
-                },
             ],
         );
     }

@@ -640,19 +640,9 @@ fn client_re_handshakes_after_the_server_forgets_it() {
     let mut net = Net::established(&[10, 10], Duration::from_millis(50));
     let before = net.client.report(net.now).sessions[0].local_id;
     net.restart_server();
-    net.run_for(Duration::from_secs(12));
-    assert!(net.client.is_established());
+    net.reconnects_and_delivers(42);
     let after = net.client.report(net.now).sessions[0].local_id;
     assert_ne!(before, after, "a new session replaced the dead one");
-    net.client_sends(42, 100);
-    net.run_for(Duration::from_millis(50));
-    assert_eq!(
-        net.server_received
-            .iter()
-            .map(|p| tag_of(p))
-            .collect::<Vec<_>>(),
-        [42]
-    );
 }
 
 impl Net {
@@ -677,6 +667,18 @@ impl Net {
             },
             pool(),
         );
+    }
+
+    /// Within the client's session timeout it has a session again, the server one, and
+    /// an inner packet tagged `tag` crosses.
+    fn reconnects_and_delivers(&mut self, tag: u32) {
+        self.run_for(Duration::from_secs(12));
+        assert!(self.client.is_established());
+        assert_eq!(self.server.session_count(), 1);
+        self.client_sends(tag, 100);
+        self.run_for(Duration::from_millis(50));
+        let tags: Vec<u32> = self.server_received.iter().map(|p| tag_of(p)).collect();
+        assert_eq!(tags, [tag]);
     }
 
     /// The first handshake init the client sent.
@@ -713,18 +715,7 @@ fn a_replayed_init_with_a_rewritten_path_id_is_refused_and_the_client_still_conn
         "a refused init gets no answer"
     );
     // The genuine client notices the lost session and connects again.
-    net.run_for(Duration::from_secs(12));
-    assert!(net.client.is_established());
-    assert_eq!(net.server.session_count(), 1);
-    net.client_sends(7, 100);
-    net.run_for(Duration::from_millis(50));
-    assert_eq!(
-        net.server_received
-            .iter()
-            .map(|p| tag_of(p))
-            .collect::<Vec<_>>(),
-        [7]
-    );
+    net.reconnects_and_delivers(7);
 }
 
 #[test]
