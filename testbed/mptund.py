@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netns import Netns, Testbed
-from workspace import REPO_ROOT, release_binary
+from workspace import release_binary
 
 SERVER_PUBLIC_ADDR = "198.18.0.1"
 SERVER_PORT = 51900
