@@ -19,7 +19,7 @@ import urllib.parse
 from conftest import REPO_ROOT
 from mptund import CLIENT_TUN_ADDR, SERVER_TUN_ADDR, DaemonPair, direct_topology
 from netns import Testbed
-from test_ops import UPLINK_RATE, wait_for
+from test_ops import shape_uplinks, wait_for
 from test_tunnel import assert_byte_exact, result, start_receiver, start_sender
 
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "mptund.json"
@@ -59,10 +59,7 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path):
     assert prometheus, "prometheus missing: scripts/setup.sh installs it"
     with Testbed() as bed:
         client_ns, server_ns, uplinks = direct_topology(bed, 2)
-        for index, uplink in enumerate(uplinks, start=1):
-            for ns, interface in ((client_ns, uplink), (server_ns, f"p{index}")):
-                ns.run("tc", "qdisc", "add", "dev", interface, "root", "tbf", "rate",
-                       UPLINK_RATE, "burst", "32kb", "latency", "50ms")
+        shape_uplinks(client_ns, server_ns, uplinks)
         monitor = bed.netns("monitor")
         pair = DaemonPair(bed, client_ns, server_ns, uplinks, stats_interval_ms=1000,
                           metrics_port=METRICS_PORT)

@@ -47,14 +47,23 @@ PATH_COUNTERS = {
 UPLINK_RATE = "20mbit"
 
 
+def shape(ns, interface: str) -> None:
+    ns.run("tc", "qdisc", "add", "dev", interface, "root", "tbf", "rate", UPLINK_RATE,
+           "burst", "32kb", "latency", "50ms")
+
+
+def shape_uplinks(client, server, uplinks: list[str]) -> None:
+    """Both ends of every uplink of `direct_topology` (up<i> and p<i>)."""
+    for index, uplink in enumerate(uplinks, start=1):
+        shape(client, uplink)
+        shape(server, f"p{index}")
+
+
 @pytest.fixture
 def tunnel():
     with Testbed() as bed:
         client, server, uplinks = direct_topology(bed, 3)
-        for index, uplink in enumerate(uplinks, start=1):
-            for ns, interface in ((client, uplink), (server, f"p{index}")):
-                ns.run("tc", "qdisc", "add", "dev", interface, "root", "tbf", "rate",
-                       UPLINK_RATE, "burst", "32kb", "latency", "50ms")
+        shape_uplinks(client, server, uplinks)
         pair = DaemonPair(bed, client, server, uplinks, metrics_port=METRICS_PORT,
                           stats_interval_ms=1000)
         pair.start()
@@ -438,9 +447,8 @@ def two_client_bed(bed: Testbed, workdir: Path):
         for i in range(uplinks):
             up, down = f"up{i + 1}", f"{name}{i + 1}"
             bed.veth(ns, up, server, down)
-            for side, interface in ((ns, up), (server, down)):
-                side.run("tc", "qdisc", "add", "dev", interface, "root", "tbf", "rate",
-                         UPLINK_RATE, "burst", "32kb", "latency", "50ms")
+            shape(ns, up)
+            shape(server, down)
             ns.addr(up, f"198.18.{subnet}.2/24")
             server.addr(down, f"198.18.{subnet}.1/24")
             ns.run("ip", "route", "add", f"{SERVER_PUBLIC_ADDR}/32", "via", f"198.18.{subnet}.1",

@@ -38,7 +38,7 @@
 //! path that can, by more than the margin, the scheduler returns
 //! [`Pick::Hold`]. The wait counts the send queue behind the packet
 //! ([`crate::PacketInfo::queued_bytes`]), which waits for the same path
-//! ([`crate::predicted_backlog_arrival_when_open`], after ECF, Lim et al.,
+//! ([`crate::backlog_drain_time`], after ECF, Lim et al.,
 //! CoNEXT 2017, §3). It is off by default because the benchmark
 //! (`benches/schedulers/`, issue 13) measured it losing throughput wherever a
 //! path's window is capped: by a one-BDP buffer, by random loss, or by a paced
@@ -62,9 +62,7 @@ use std::time::{Duration, Instant};
 
 use crate::eligible::{least_loaded, Eligibility};
 use crate::path::{PacketInfo, PathId, PathView, Pick};
-use crate::predict::{
-    predicted_arrival, predicted_arrival_when_open, predicted_backlog_arrival_when_open,
-};
+use crate::predict::{backlog_drain_time, predicted_arrival, predicted_arrival_when_open};
 use crate::scheduler::Scheduler;
 
 /// Sends each packet where it is predicted to arrive first.
@@ -124,16 +122,14 @@ impl Scheduler for EarliestArrival {
                 }
                 continue;
             }
-            if let Some(arrival) = predicted_arrival_when_open(path, packet.len) {
-                best_blocked = Some(best_blocked.map_or(arrival, |best| best.min(arrival)));
-            }
+            let Some(arrival) = predicted_arrival_when_open(path, packet.len) else {
+                continue;
+            };
+            best_blocked = Some(best_blocked.map_or(arrival, |best| best.min(arrival)));
             if self.wait_margin.is_some() {
-                if let Some(arrival) =
-                    predicted_backlog_arrival_when_open(path, packet.len, packet.queued_bytes)
-                {
-                    best_blocked_backlog =
-                        Some(best_blocked_backlog.map_or(arrival, |best| best.min(arrival)));
-                }
+                let last = arrival.saturating_add(backlog_drain_time(path, packet.queued_bytes));
+                best_blocked_backlog =
+                    Some(best_blocked_backlog.map_or(last, |best| best.min(last)));
             }
         }
         let too_late = |ready: Duration| {

@@ -110,25 +110,19 @@ pub fn predicted_arrival_when_open(view: &PathView, packet_len: usize) -> Option
     predicted_arrival(&at_opening, packet_len)
 }
 
-/// When the last byte of a backlog would arrive if it all waited for a path that
-/// is full now: [`predicted_arrival_when_open`] for the packet, then
-/// `backlog_bytes` more at the path's rate.
+/// How much later than the packet itself the last byte of a backlog of
+/// `backlog_bytes` would arrive if it all waited for the same path: the backlog at
+/// the path's rate.
 ///
 /// Holding one packet for a fast path is right when that packet alone would
 /// arrive earlier; the packets queued behind it wait for the same path, and the
 /// last of them arrives this much later (ECF's insight, Lim et al., CoNEXT 2017,
-/// §3: weigh the send buffer, not one packet). Once this is later than a path that
+/// §3: weigh the send buffer, not one packet). Once that is later than a path that
 /// can send now, that path adds capacity instead of reordering. Without a rate
-/// estimate the backlog cannot be weighed and this equals the packet's arrival.
-pub fn predicted_backlog_arrival_when_open(
-    view: &PathView,
-    packet_len: usize,
-    backlog_bytes: u64,
-) -> Option<Duration> {
-    let packet = predicted_arrival_when_open(view, packet_len)?;
-    let backlog = rate_estimate_bytes_per_sec(view)
-        .map_or(Duration::ZERO, |rate| transmit_time(backlog_bytes, rate));
-    Some(packet.saturating_add(backlog))
+/// estimate the backlog cannot be weighed: zero.
+pub fn backlog_drain_time(view: &PathView, backlog_bytes: u64) -> Duration {
+    rate_estimate_bytes_per_sec(view)
+        .map_or(Duration::ZERO, |rate| transmit_time(backlog_bytes, rate))
 }
 
 /// Up to [`LATENCY_CRITICAL_COPIES`] eligible paths (Up, not backup unless no
@@ -310,19 +304,19 @@ mod tests {
         let mut view = measured(0, 10, 8);
         view.cwnd_bytes = Some(30_000);
         view.bytes_in_flight = 30_000;
+        let backlog_arrival = |view: &PathView, bytes| {
+            predicted_arrival_when_open(view, 1000).map(|at| at + backlog_drain_time(view, bytes))
+        };
         assert_eq!(
-            predicted_backlog_arrival_when_open(&view, 1000, 0),
+            backlog_arrival(&view, 0),
             predicted_arrival_when_open(&view, 1000)
         );
-        assert_eq!(
-            predicted_backlog_arrival_when_open(&view, 1000, 50_000),
-            Some(70 * MS)
-        );
+        assert_eq!(backlog_arrival(&view, 50_000), Some(70 * MS));
         view.delivery_rate_bps = None;
         view.cwnd_bytes = None;
         view.srtt = None;
         assert_eq!(
-            predicted_backlog_arrival_when_open(&view, 1000, 50_000),
+            backlog_arrival(&view, 50_000),
             Some(10 * MS),
             "no rate: the backlog cannot be weighed"
         );
