@@ -28,8 +28,10 @@ import time
 ETH_P_IP = 0x0800
 DATA = 3
 HANDSHAKE_INIT = 1
-INIT_LEN = 128
-MAC1_INPUT_LEN = 112
+INIT_LEN = 148
+MAC1_INPUT_LEN = 116
+MAC1_END = 132
+VERSION = 2
 
 
 def capture(interface: str, port: int, count: int, timeout: float,
@@ -92,12 +94,12 @@ def main() -> None:
         sock.sendto(b"\xee" + os.urandom(99), target)
         sent["random"] += 1
     bad_init = bytearray(os.urandom(INIT_LEN))
-    bad_init[0:4] = bytes([HANDSHAKE_INIT, 0, 1, 0])
+    bad_init[0:4] = bytes([HANDSHAKE_INIT, 0, VERSION, 0])
     sock.sendto(bytes(bad_init), target)
     sent["bad_mac_init"] += 1
     garbage = bytearray(os.urandom(INIT_LEN))
-    garbage[0:4] = bytes([HANDSHAKE_INIT, 0, 1, 0])
-    garbage[MAC1_INPUT_LEN:] = mac1(server_public, bytes(garbage))
+    garbage[0:4] = bytes([HANDSHAKE_INIT, 0, VERSION, 0])
+    garbage[MAC1_INPUT_LEN:MAC1_END] = mac1(server_public, bytes(garbage))
     sock.sendto(bytes(garbage), target)
     sent["garbage_noise_init"] += 1
     sock.sendto(bytes([DATA]) + os.urandom(60000), target)
@@ -123,7 +125,7 @@ def rewritten_inits(args, target: tuple[str, int], server_public: bytes) -> None
     for path_id in args.rewrite_init_path_ids:
         crafted = bytearray(captured[0])
         crafted[1] = path_id
-        crafted[MAC1_INPUT_LEN:] = mac1(server_public, bytes(crafted))
+        crafted[MAC1_INPUT_LEN:MAC1_END] = mac1(server_public, bytes(crafted))
         sock.sendto(bytes(crafted), target)
     sock.settimeout(1.0)
     try:

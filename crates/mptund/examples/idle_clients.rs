@@ -124,6 +124,7 @@ fn settings(
             },
             max_inner_len: MTU,
             congestion_controller: "cubic".into(),
+            key_lifetime: Default::default(),
             probe: ProbeConfig {
                 max_datagram_size: (MTU + mptund::wire::DATA_OVERHEAD) as u64,
                 max_ack_delay: Duration::from_millis(5),
@@ -140,14 +141,20 @@ fn run(args: &Args) {
     let key_text = args.server_public_key.as_deref().unwrap_or_else(|| usage());
     let server_key = PublicKey::from_base64(key_text.trim()).expect("a base64 public key");
     let start = Instant::now();
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
     let mut clients: Vec<(ClientCore, UdpSocket)> = (0..args.count)
         .map(|index| {
             let pool = BufferPool::new(HEADROOM + MTU + 1 + TAILROOM, 2, 32);
-            let mut core =
-                ClientCore::new(start, wall, settings(args, index, server, server_key), pool);
+            let mut core = ClientCore::new(
+                start,
+                Box::new(wall),
+                settings(args, index, server, server_key),
+                pool,
+            );
             core.set_socket_open(start, 0, true, &mut Vec::new());
             let socket = UdpSocket::bind(SocketAddr::new(args.bind, 0)).expect("a UDP socket");
             socket.set_nonblocking(true).expect("non-blocking");

@@ -32,6 +32,8 @@ drop_reasons! {
     AuthenticationFailed => "authentication_failed", "AEAD verification failed: forged, corrupted or sealed with another key.";
     Replayed => "replayed", "An authenticated datagram whose nonce counter was seen before or is too old.";
     HandshakeRejected => "handshake_rejected", "A handshake message that failed its MAC, its Noise authentication, named an unknown peer, or replayed an older handshake.";
+    StaleKey => "stale_key", "A datagram sealed under keys older than the reject time or past their message limit, or one the session may no longer send because its keys expired.";
+    UnconfirmedSession => "unconfirmed_session", "A new handshake's session was replaced by a newer one before the client proved its keys.";
     Oversize => "oversize", "A packet larger than the TUN MTU or the buffers allow.";
     InvalidInnerPacket => "invalid_inner_packet", "A decrypted payload that is not a well-formed IPv4 or IPv6 packet.";
     SourceNotAllowed => "source_not_allowed", "An inner packet whose source address is outside the peer's allowed addresses.";

@@ -12,6 +12,7 @@
 
 use crate::wire::{TransportHeader, WireError, MIN_TRANSPORT_LEN, TAG_LEN, TRANSPORT_HEADER_LEN};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use std::time::Duration;
 use thiserror::Error;
 
 /// Length of a ChaCha20-Poly1305 key.
@@ -192,6 +193,40 @@ impl OpeningKey {
         header_bytes.copy_from_slice(header);
         let plaintext = self.open_in_place(&header_bytes, parsed.counter, body_and_tag)?;
         Ok((parsed, plaintext))
+    }
+}
+
+/// WireGuard's REKEY_AFTER_TIME.
+pub const DEFAULT_REKEY_AFTER_TIME: Duration = Duration::from_secs(120);
+/// WireGuard's REJECT_AFTER_TIME.
+pub const DEFAULT_REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
+/// WireGuard's REKEY_AFTER_MESSAGES.
+pub const DEFAULT_REKEY_AFTER_MESSAGES: u64 = 1 << 60;
+/// WireGuard's REJECT_AFTER_MESSAGES: the replay window must never see a counter
+/// wrap.
+pub const DEFAULT_REJECT_AFTER_MESSAGES: u64 = u64::MAX - (1 << 13);
+
+/// When keys are renewed and when they may no longer be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyLifetime {
+    /// The client starts a new handshake once its keys are this old...
+    pub rekey_after_time: Duration,
+    /// ...or have sealed this many datagrams.
+    pub rekey_after_messages: u64,
+    /// Nothing is sealed or opened under keys this old...
+    pub reject_after_time: Duration,
+    /// ...or under a counter this high.
+    pub reject_after_messages: u64,
+}
+
+impl Default for KeyLifetime {
+    fn default() -> Self {
+        Self {
+            rekey_after_time: DEFAULT_REKEY_AFTER_TIME,
+            rekey_after_messages: DEFAULT_REKEY_AFTER_MESSAGES,
+            reject_after_time: DEFAULT_REJECT_AFTER_TIME,
+            reject_after_messages: DEFAULT_REJECT_AFTER_MESSAGES,
+        }
     }
 }
 

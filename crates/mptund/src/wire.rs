@@ -28,14 +28,14 @@ pub const CONTROL_META_LEN: usize = 8;
 /// not counting the outer UDP (8) and IP (20 for IPv4, 40 for IPv6) headers.
 pub const DATA_OVERHEAD: usize = TRANSPORT_HEADER_LEN + DATA_META_LEN + TAG_LEN;
 /// Exact length of a HandshakeInit datagram.
-pub const HANDSHAKE_INIT_LEN: usize = 128;
+pub const HANDSHAKE_INIT_LEN: usize = 148;
 /// Exact length of a HandshakeResponse datagram.
 pub const HANDSHAKE_RESPONSE_LEN: usize = 60;
 /// Shortest well-formed transport datagram: a header and a tag around an
 /// empty plaintext.
 pub const MIN_TRANSPORT_LEN: usize = TRANSPORT_HEADER_LEN + TAG_LEN;
 /// Protocol version carried in byte 2 of both handshake messages.
-pub const HANDSHAKE_VERSION: u8 = 1;
+pub const HANDSHAKE_VERSION: u8 = 2;
 /// Version byte of transport datagrams (the session's version was fixed by
 /// the handshake, so transport datagrams carry 0).
 pub const TRANSPORT_VERSION: u8 = 0;
@@ -81,19 +81,24 @@ pub mod field {
 
     /// HandshakeInit: the client's (sender's) session id.
     pub const INIT_SENDER: Range<usize> = 4..8;
+    /// HandshakeInit: the clear bytes bound into the Noise prologue (type, path id,
+    /// version, reserved, sender session id), so rewriting any of them fails Noise.
+    pub const INIT_PROLOGUE: Range<usize> = 0..8;
     /// HandshakeInit: Noise IK message 1.
-    pub const INIT_NOISE: Range<usize> = 8..112;
+    pub const INIT_NOISE: Range<usize> = 8..116;
     /// HandshakeInit: the bytes mac1 covers.
-    pub const INIT_MAC1_INPUT: Range<usize> = 0..112;
+    pub const INIT_MAC1_INPUT: Range<usize> = 0..116;
     /// HandshakeInit: mac1.
-    pub const INIT_MAC1: Range<usize> = 112..128;
+    pub const INIT_MAC1: Range<usize> = 116..132;
+    /// HandshakeInit: the bytes mac2 covers.
+    pub const INIT_MAC2_INPUT: Range<usize> = 0..132;
+    /// HandshakeInit: mac2, zero unless the client holds a cookie from the server.
+    pub const INIT_MAC2: Range<usize> = 132..148;
 
     /// HandshakeResponse: the client's session id (receiver of this message).
     pub const RESPONSE_RECEIVER: Range<usize> = 4..8;
-    /// HandshakeResponse: the server's (sender's) session id.
-    pub const RESPONSE_SENDER: Range<usize> = 8..12;
-    /// HandshakeResponse: Noise IK message 2.
-    pub const RESPONSE_NOISE: Range<usize> = 12..60;
+    /// HandshakeResponse: Noise IK message 2; its payload is the server's session id.
+    pub const RESPONSE_NOISE: Range<usize> = 8..60;
 }
 
 /// Errors from parsing or emitting wire structures.
@@ -767,7 +772,7 @@ fn check_handshake(
     check_common(datagram, HANDSHAKE_VERSION)
 }
 
-/// A checked view of a HandshakeInit datagram (exactly 128 bytes).
+/// A checked view of a HandshakeInit datagram (exactly 148 bytes).
 #[derive(Debug, Clone, Copy)]
 pub struct HandshakeInit<'a> {
     bytes: &'a [u8],
@@ -799,6 +804,11 @@ impl<'a> HandshakeInit<'a> {
     /// Noise IK message 1.
     pub fn noise_message(&self) -> &'a [u8] {
         &self.bytes[field::INIT_NOISE]
+    }
+
+    /// The clear header bytes that the Noise prologue binds.
+    pub fn prologue_bytes(&self) -> &'a [u8] {
+        &self.bytes[field::INIT_PROLOGUE]
     }
 
     /// The bytes mac1 is computed over.
@@ -848,24 +858,15 @@ impl<'a> HandshakeResponse<'a> {
         SessionId(read_u32(self.bytes, field::RESPONSE_RECEIVER))
     }
 
-    /// The server's session id.
-    pub fn sender(&self) -> SessionId {
-        SessionId(read_u32(self.bytes, field::RESPONSE_SENDER))
-    }
-
     /// Noise IK message 2.
     pub fn noise_message(&self) -> &'a [u8] {
         &self.bytes[field::RESPONSE_NOISE]
     }
 
-    /// Writes the common bytes and both session ids of a response; the Noise
-    /// message is written by the handshake.
-    pub fn emit_header(
-        out: &mut [u8; HANDSHAKE_RESPONSE_LEN],
-        path_id: u8,
-        receiver: SessionId,
-        sender: SessionId,
-    ) {
+    /// Writes the common bytes and the receiver's session id of a response; the
+    /// Noise message, which carries the server's session id, is written by the
+    /// handshake.
+    pub fn emit_header(out: &mut [u8; HANDSHAKE_RESPONSE_LEN], path_id: u8, receiver: SessionId) {
         emit_common(
             out,
             PacketType::HandshakeResponse,
@@ -873,7 +874,6 @@ impl<'a> HandshakeResponse<'a> {
             HANDSHAKE_VERSION,
         );
         out[field::RESPONSE_RECEIVER].copy_from_slice(&receiver.0.to_be_bytes());
-        out[field::RESPONSE_SENDER].copy_from_slice(&sender.0.to_be_bytes());
     }
 }
 
@@ -892,7 +892,8 @@ mod tests {
     fn overhead_constants() {
         assert_eq!(DATA_OVERHEAD, 44);
         assert_eq!(MIN_TRANSPORT_LEN, 32);
-        assert_eq!(field::INIT_MAC1.end, HANDSHAKE_INIT_LEN);
+        assert_eq!(field::INIT_MAC2.end, HANDSHAKE_INIT_LEN);
+        assert_eq!(field::INIT_MAC1.end, field::INIT_MAC2.start);
         assert_eq!(field::RESPONSE_NOISE.end, HANDSHAKE_RESPONSE_LEN);
     }
 
@@ -1286,7 +1287,7 @@ mod tests {
 
     fn init_bytes() -> [u8; HANDSHAKE_INIT_LEN] {
         let mut bytes = [0u8; HANDSHAKE_INIT_LEN];
-        bytes[..8].copy_from_slice(&[0x01, 0x02, 0x01, 0x00, 0x0a, 0x0b, 0x0c, 0x0d]);
+        bytes[..8].copy_from_slice(&[0x01, 0x02, 0x02, 0x00, 0x0a, 0x0b, 0x0c, 0x0d]);
         for (i, byte) in bytes[8..].iter_mut().enumerate() {
             *byte = i as u8;
         }
@@ -1299,10 +1300,11 @@ mod tests {
         let view = HandshakeInit::new_checked(&bytes).unwrap();
         assert_eq!(view.path_id(), 2);
         assert_eq!(view.sender(), SessionId(0x0a0b_0c0d));
-        assert_eq!(view.noise_message().len(), 104);
+        assert_eq!(view.noise_message().len(), 108);
         assert_eq!(view.noise_message()[0], 0);
-        assert_eq!(view.mac1_input(), &bytes[..112]);
-        assert_eq!(view.mac1()[0], 104);
+        assert_eq!(view.prologue_bytes(), &bytes[..8]);
+        assert_eq!(view.mac1_input(), &bytes[..116]);
+        assert_eq!(view.mac1()[0], 108);
         assert_eq!(view.mac1().len(), 16);
 
         let mut out = [0u8; HANDSHAKE_INIT_LEN];
@@ -1314,14 +1316,14 @@ mod tests {
     fn handshake_init_rejects() {
         let bytes = init_bytes();
         assert_eq!(
-            HandshakeInit::new_checked(&bytes[..127]).unwrap_err(),
+            HandshakeInit::new_checked(&bytes[..147]).unwrap_err(),
             WireError::WrongLength {
-                expected: 128,
-                got: 127
+                expected: 148,
+                got: 147
             }
         );
-        let mut long = [0u8; 129];
-        long[..128].copy_from_slice(&bytes);
+        let mut long = [0u8; 149];
+        long[..148].copy_from_slice(&bytes);
         assert!(HandshakeInit::new_checked(&long).is_err());
         let mut bad = bytes;
         bad[0] = 2;
@@ -1334,7 +1336,7 @@ mod tests {
         assert_eq!(
             HandshakeInit::new_checked(&bad).unwrap_err(),
             WireError::BadVersion {
-                expected: 1,
+                expected: 2,
                 got: 0
             }
         );
@@ -1352,22 +1354,20 @@ mod tests {
     #[test]
     fn handshake_response_view() {
         let mut bytes = [0u8; HANDSHAKE_RESPONSE_LEN];
-        bytes[..12].copy_from_slice(&[
-            0x02, 0x05, 0x01, 0x00, // common
+        bytes[..8].copy_from_slice(&[
+            0x02, 0x05, 0x02, 0x00, // common
             0x0a, 0x0b, 0x0c, 0x0d, // receiver (client)
-            0x00, 0x00, 0x10, 0x00, // sender (server)
         ]);
-        bytes[12] = 0x77;
+        bytes[8] = 0x77;
         let view = HandshakeResponse::new_checked(&bytes).unwrap();
         assert_eq!(view.path_id(), 5);
         assert_eq!(view.receiver(), SessionId(0x0a0b_0c0d));
-        assert_eq!(view.sender(), SessionId(0x1000));
-        assert_eq!(view.noise_message().len(), 48);
+        assert_eq!(view.noise_message().len(), 52);
         assert_eq!(view.noise_message()[0], 0x77);
 
         let mut out = [0u8; HANDSHAKE_RESPONSE_LEN];
-        HandshakeResponse::emit_header(&mut out, 5, SessionId(0x0a0b_0c0d), SessionId(0x1000));
-        assert_eq!(out[..12], bytes[..12]);
+        HandshakeResponse::emit_header(&mut out, 5, SessionId(0x0a0b_0c0d));
+        assert_eq!(out[..8], bytes[..8]);
 
         assert!(HandshakeResponse::new_checked(&bytes[..59]).is_err());
         let mut bad = bytes;

@@ -261,6 +261,9 @@ pub struct Timers {
     /// Server: forget a session silent for this long. At least
     /// `path_timeout`. (On a client: the default, unused.)
     pub session_idle_timeout: Duration,
+    /// When the client renews the session keys and when either side refuses
+    /// old ones; WireGuard's timers unless set.
+    pub key_lifetime: crate::crypto::KeyLifetime,
 }
 
 /// The `[log]` table.

@@ -128,6 +128,10 @@ pub(super) struct RawTimers {
     pub max_ack_delay_ms: Option<Sp<i64>>,
     pub session_timeout_ms: Option<Sp<i64>>,
     pub session_idle_timeout_ms: Option<Sp<i64>>,
+    pub rekey_after_ms: Option<Sp<i64>>,
+    pub reject_after_ms: Option<Sp<i64>>,
+    pub rekey_after_messages: Option<Sp<i64>>,
+    pub reject_after_messages: Option<Sp<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -289,6 +289,7 @@ fn minimal_client_gets_defaults() {
             max_ack_delay: DEFAULT_MAX_ACK_DELAY,
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
+            key_lifetime: crate::crypto::KeyLifetime::default(),
         }
     );
     assert_eq!(config.log.stats_interval, Some(DEFAULT_STATS_INTERVAL));

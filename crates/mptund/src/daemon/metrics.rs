@@ -474,6 +474,12 @@ impl ReportCollector {
 
 const SESSION_METRICS: &[Metric<SessionReport>] = &[
     Metric {
+        name: "mptund_session_key_renewals",
+        help: "Times a renewal handshake replaced the session's keys.",
+        unit: None,
+        value: Value::Counter(|s| s.key_renewals),
+    },
+    Metric {
         name: "mptund_session_reinjected_packets",
         help: "Data datagrams re-sent on another path after theirs lost them.",
         unit: None,

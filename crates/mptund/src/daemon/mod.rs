@@ -144,6 +144,7 @@ fn session_settings(
         },
         max_inner_len: usize::from(tun_mtu),
         congestion_controller: congestion.controller.clone(),
+        key_lifetime: timers.key_lifetime,
         probe: ProbeConfig {
             // Windows count UDP payload bytes, as the probe sees them.
             max_datagram_size: (usize::from(tun_mtu) + crate::wire::DATA_OVERHEAD) as u64,
@@ -202,7 +203,7 @@ async fn run_client(
         session_timeout: config.timers.session_timeout,
     };
     let pool = pool_for(tun_mtu, &settings.session.reorder);
-    let core = ClientCore::new(Instant::now(), unix_nanos_now(), settings, pool);
+    let core = ClientCore::new(Instant::now(), Box::new(unix_nanos_now), settings, pool);
     let bindings = config
         .paths
         .iter()

@@ -9,7 +9,7 @@ use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::ReceiveContext;
 use super::{
-    random_session_id, refuse, Engine, Outgoing, PathSettings, Received, Report, Session,
+    random_session_id, refuse, Engine, KeyPair, Outgoing, PathSettings, Received, Report, Session,
     SessionPath, SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
@@ -72,7 +72,13 @@ struct Handshaking {
     local_id: SessionId,
     path: PathId,
     sent_at: Instant,
+    /// The server session id whose keys this handshake renews.
+    renews: Option<SessionId>,
 }
+
+/// Reads the wall clock, in nanoseconds since the UNIX epoch: the daemon's is the
+/// system clock, tests step their own.
+pub type WallClock = Box<dyn FnMut() -> u64 + Send>;
 
 pub struct ClientCore {
     settings: ClientSettings,
@@ -87,9 +93,10 @@ pub struct ClientCore {
     /// server may still remember a removed path), and renumbered from 0 for each new
     /// session.
     next_path_id: u8,
-    /// Wall-clock reference for handshake timestamps: UNIX nanoseconds at `clock_epoch`.
-    clock_epoch: Instant,
-    unix_nanos_at_epoch: u64,
+    wall_clock: WallClock,
+    /// The last handshake timestamp sent: the next one is later even when the wall
+    /// clock stepped back (a router that booted before NTP synchronised it).
+    last_handshake_nanos: Option<u64>,
     pool: BufferPool,
     deliver: VecDeque<Packet>,
     drops: DropCounters,
@@ -97,11 +104,10 @@ pub struct ClientCore {
 }
 
 impl ClientCore {
-    /// `unix_nanos_now` is the wall clock at `now`; handshake timestamps count on from
-    /// it monotonically, so a stepped system clock cannot make them repeat.
+    /// `wall_clock` is read at every handshake for its timestamp.
     pub fn new(
         now: Instant,
-        unix_nanos_now: u64,
+        wall_clock: WallClock,
         settings: ClientSettings,
         pool: BufferPool,
     ) -> Self {
@@ -122,8 +128,8 @@ impl ClientCore {
             next_handshake_at: now,
             handshake_rotation: 0,
             next_path_id,
-            clock_epoch: now,
-            unix_nanos_at_epoch: unix_nanos_now,
+            wall_clock,
+            last_handshake_nanos: None,
             pool,
             deliver: VecDeque::with_capacity(1024),
             drops: DropCounters::default(),
@@ -147,7 +153,13 @@ impl ClientCore {
 
     /// Changes how path `index` is probed and whether it is a backup (tests).
     #[cfg(test)]
-    pub fn set_path_probing(&mut self, index: usize, probing: super::PathSettings, backup: bool) {
+    pub fn set_path_probing(
+        &mut self,
+        now: Instant,
+        index: usize,
+        probing: super::PathSettings,
+        backup: bool,
+    ) {
         let configured = &mut self.settings.paths[index];
         configured.probing = probing;
         configured.backup = backup;
@@ -157,7 +169,7 @@ impl ClientCore {
                 path.id,
                 path.socket,
                 &self.settings.paths[index],
-                self.clock_epoch,
+                now,
                 &self.settings.session,
             );
             path.socket_open = open;
@@ -293,61 +305,91 @@ impl ClientCore {
         self.session.as_ref().map(|session| session.local_id)
     }
 
-    fn unix_nanos(&self, now: Instant) -> u64 {
-        let elapsed = now.saturating_duration_since(self.clock_epoch).as_nanos() as u64;
-        self.unix_nanos_at_epoch.saturating_add(elapsed)
+    /// The wall clock, or one past the last timestamp sent if that is later: the
+    /// server refuses an init that is not newer than the last one it accepted.
+    fn handshake_timestamp(&mut self) -> u64 {
+        let wall = (self.wall_clock)();
+        let timestamp = match self.last_handshake_nanos {
+            Some(last) => wall.max(last.saturating_add(1)),
+            None => wall,
+        };
+        self.last_handshake_nanos = Some(timestamp);
+        timestamp
     }
 
+    /// Sends a HandshakeInit on the next path in turn: for a new session, or to
+    /// renew the keys of the one established.
     fn start_handshake(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         self.next_handshake_at = now + self.settings.handshake_retry;
-        // A new session starts a new path id space: paths added and removed in the
-        // last one leave no holes.
-        for (index, path) in self.idle_paths.iter_mut().enumerate() {
-            path.id = PathId(index as u8);
+        let renews = self
+            .session
+            .as_ref()
+            .map(|session| session.keys.current().peer_id);
+        if renews.is_none() {
+            // A new session starts a new path id space: paths added and removed in
+            // the last one leave no holes.
+            for (index, path) in self.idle_paths.iter_mut().enumerate() {
+                path.id = PathId(index as u8);
+            }
+            self.next_path_id = self.idle_paths.len() as u8;
         }
-        self.next_path_id = self.idle_paths.len() as u8;
-        let candidates: Vec<usize> = (0..self.idle_paths.len())
-            .filter(|&i| self.idle_paths[i].socket_open)
+        let candidates: Vec<(PathId, usize, std::net::SocketAddr, String)> = self
+            .paths()
+            .iter()
+            .filter(|path| path.socket_open)
+            .filter_map(|path| Some((path.id, path.socket, path.remote?, path.name.clone())))
             .collect();
         if candidates.is_empty() {
             tracing::debug!("no path socket open; handshake postponed");
             return;
         }
-        let index = candidates[self.handshake_rotation % candidates.len()];
+        let (path_id, socket, remote, name) =
+            candidates[self.handshake_rotation % candidates.len()].clone();
         self.handshake_rotation = self.handshake_rotation.wrapping_add(1);
-        let path = &self.idle_paths[index];
         let local_id = random_session_id();
+        let fields = handshake::InitFields {
+            sender: local_id,
+            path_id: path_id.0,
+            unix_time_nanos: self.handshake_timestamp(),
+            renews,
+        };
         let mut packet = self.pool.take();
         let start = packet.start();
-        let message: &mut [u8; HANDSHAKE_INIT_LEN] = (&mut packet.buffer_mut()
-            [start..start + HANDSHAKE_INIT_LEN])
-            .try_into()
-            .expect("pool buffers hold a handshake message");
+        let Some(message) = packet
+            .buffer_mut()
+            .get_mut(start..start + HANDSHAKE_INIT_LEN)
+            .and_then(|slot| <&mut [u8; HANDSHAKE_INIT_LEN]>::try_from(slot).ok())
+        else {
+            self.pool.recycle(packet);
+            return tracing::error!("a pool buffer cannot hold a handshake init");
+        };
         let pending = handshake::initiate(
             &self.settings.private_key,
             &self.settings.server_public_key,
-            local_id,
-            path.id.0,
-            self.unix_nanos(now),
+            fields,
             message,
         );
         match pending {
             Ok(pending) => {
                 packet.set_range(start, start + HANDSHAKE_INIT_LEN);
-                tracing::info!(path = %path.name, endpoint = ?path.remote, "sending handshake");
+                match renews {
+                    Some(_) => tracing::debug!(path = %name, "renewing the session keys"),
+                    None => tracing::info!(path = %name, endpoint = %remote, "sending handshake"),
+                }
                 out.push(Outgoing {
-                    socket: path.socket,
-                    destination: path.remote.expect("client paths have an endpoint"),
+                    socket,
+                    destination: remote,
                     source_ip: None,
-                    path: path.id,
+                    path: path_id,
                     keep_as: None,
                     packet,
                 });
                 self.handshake = Some(Handshaking {
                     pending,
                     local_id,
-                    path: path.id,
+                    path: path_id,
                     sent_at: now,
+                    renews,
                 });
             }
             Err(error) => {
@@ -364,34 +406,34 @@ impl ClientCore {
         packet: &Packet,
         out: &mut Vec<Outgoing>,
     ) {
-        let Some(handshaking) = self.handshake.take() else {
+        let Some(handshaking) = &mut self.handshake else {
             return self.drops.record(
                 now,
                 DropReason::HandshakeRejected,
                 &"handshake response without a handshake in progress",
             );
         };
-        let receiver = wire::HandshakeResponse::new_checked(packet.bytes())
-            .ok()
-            .map(|response| response.receiver());
-        if receiver != Some(handshaking.local_id) {
-            self.handshake = Some(handshaking);
-            return self.drops.record(
-                now,
-                DropReason::HandshakeRejected,
-                &"handshake response for another handshake",
-            );
-        }
-        let established = match handshaking.pending.complete(packet.bytes()) {
+        // A forged or corrupted response leaves the attempt waiting for the genuine one.
+        let established = match handshaking.pending.try_complete(packet.bytes()) {
             Ok(established) => established,
             Err(error) => {
-                // The pending state is consumed: a forged response costs us this attempt;
-                // the retry timer starts the next one.
                 return self
                     .drops
                     .record(now, DropReason::HandshakeRejected, &error);
             }
         };
+        let Some(handshaking) = self.handshake.take() else {
+            return;
+        };
+        let keys = KeyPair::new(
+            now,
+            handshaking.local_id,
+            established.peer_session,
+            established.keys,
+        );
+        if let Some(renewed) = handshaking.renews {
+            return self.renew_keys(now, renewed, keys, received, out);
+        }
         let scheduler = match build_scheduler(
             &self.settings.session.scheduler,
             &self.settings.session.scheduler_params,
@@ -405,16 +447,7 @@ impl ClientCore {
             // server where it is, and a path that does not answer goes down.
             path.reset_for_session(now, &self.settings.session, &mut self.pool);
         }
-        let mut session = Session::new(
-            now,
-            handshaking.local_id,
-            established.peer_session,
-            established.keys,
-            paths,
-            scheduler,
-            &self.settings.session,
-            true,
-        );
+        let mut session = Session::new(now, keys, paths, scheduler, &self.settings.session, true);
         if let Some(index) = session.path_index(handshaking.path) {
             session.on_authenticated(now, index, received, packet.len(), false);
             // The handshake is a round trip timed by us: the path's first RTT sample.
@@ -422,6 +455,8 @@ impl ClientCore {
                 .probe
                 .rtt
                 .on_sample(now.saturating_duration_since(handshaking.sent_at));
+            // The server routes to the new session once it has seen these keys used.
+            session.ping(now, index, &mut self.pool, out);
         }
         self.sessions_established += 1;
         tracing::info!(
@@ -431,6 +466,44 @@ impl ClientCore {
         );
         self.session = Some(session);
         self.handle_timeout(now, out);
+    }
+
+    /// The renewed keys seal everything from now on; a ping under them on the
+    /// path the response came from tells the server to switch too, even when
+    /// there is no data to send.
+    fn renew_keys(
+        &mut self,
+        now: Instant,
+        renewed: SessionId,
+        keys: KeyPair,
+        received: &Received,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Some(session) = self
+            .session
+            .as_mut()
+            .filter(|session| session.keys.current().peer_id == renewed)
+        else {
+            return self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &"key renewal answered for a session that has ended",
+            );
+        };
+        tracing::debug!(
+            session = session.local_id.0,
+            keys = keys.local_id.0,
+            "session keys renewed"
+        );
+        session.keys.rotate(keys);
+        session.counters.key_renewals += 1;
+        if let Some(index) = session
+            .paths
+            .iter()
+            .position(|path| path.socket == received.socket && path.socket_open)
+        {
+            session.ping(now, index, &mut self.pool, out);
+        }
     }
 
     fn end_session(&mut self, now: Instant, why: &str) {
@@ -502,7 +575,7 @@ impl Engine for ClientCore {
                 let Some(session) = self
                     .session
                     .as_mut()
-                    .filter(|s| s.local_id == header.receiver)
+                    .filter(|session| session.keys.knows(header.receiver))
                 else {
                     return refuse(
                         &mut self.pool,
@@ -513,7 +586,7 @@ impl Engine for ClientCore {
                         &format_args!("session id {}", header.receiver.0),
                     );
                 };
-                if let Err(reason) = session.open(&header, &mut packet) {
+                if let Err(reason) = session.open(now, &header, &mut packet) {
                     return refuse(
                         &mut self.pool,
                         &mut self.drops,
@@ -585,35 +658,40 @@ impl Engine for ClientCore {
     fn poll_timeout(&self) -> Option<Instant> {
         match &self.session {
             Some(session) => {
-                let expiry = session.last_received + self.settings.session_timeout;
-                Some(session.poll_timeout().map_or(expiry, |at| at.min(expiry)))
+                let silent = session.last_received + self.settings.session_timeout;
+                let renewal = session.keys.rekey_due().max(self.next_handshake_at);
+                let deadline = silent.min(session.keys.expiry()).min(renewal);
+                Some(
+                    session
+                        .poll_timeout()
+                        .map_or(deadline, |at| at.min(deadline)),
+                )
             }
             None => Some(self.next_handshake_at),
         }
     }
 
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
-        match &mut self.session {
-            Some(session) => {
-                if now >= session.last_received + self.settings.session_timeout {
-                    let silent = self.settings.session_timeout.as_millis();
-                    self.end_session(now, &format!("nothing from the server for {silent} ms"));
-                    self.start_handshake(now, out);
-                } else {
-                    session.handle_timeout(
-                        now,
-                        &mut self.pool,
-                        &mut self.deliver,
-                        &mut self.drops,
-                        out,
-                    );
-                }
+        let Some(session) = &mut self.session else {
+            if now >= self.next_handshake_at {
+                self.start_handshake(now, out);
             }
-            None => {
-                if now >= self.next_handshake_at {
-                    self.start_handshake(now, out);
-                }
-            }
+            return;
+        };
+        if now >= session.last_received + self.settings.session_timeout {
+            let silent = self.settings.session_timeout.as_millis();
+            self.end_session(now, &format!("nothing from the server for {silent} ms"));
+            return self.start_handshake(now, out);
+        }
+        if session.keys.expired(now) {
+            self.end_session(now, "its keys expired before a renewal succeeded");
+            return self.start_handshake(now, out);
+        }
+        session.keys.forget_stale(now);
+        session.handle_timeout(now, &mut self.pool, &mut self.deliver, &mut self.drops, out);
+        // Unanswered renewals are repeated on the next path every retry interval.
+        if now >= session.keys.rekey_due() && now >= self.next_handshake_at {
+            self.start_handshake(now, out);
         }
     }
 

@@ -17,6 +17,7 @@ mod classify;
 mod client;
 mod codel;
 pub mod inner;
+mod keyring;
 mod path;
 mod queue;
 mod receive;
@@ -40,6 +41,7 @@ use mptund_sched::{
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings, ReconfigureError};
 pub use codel::CoDelConfig;
+pub use keyring::KeyPair;
 pub use path::{PathSettings, SessionPath};
 pub use queue::SendQueueConfig;
 pub use report::{PathReport, Report, SessionReport};
@@ -47,9 +49,8 @@ pub use server::{PeerSettings, ServerCore, ServerSettings};
 
 use crate::buffers::{BufferPool, Packet};
 use crate::counters::DropReason;
-use crate::crypto::SessionKeys;
-use crate::replay::ReplayWindow;
-use crate::wire::{PacketType, SessionId, TransportHeader, TRANSPORT_HEADER_LEN};
+use crate::crypto::KeyLifetime;
+use crate::wire::SessionId;
 
 /// A datagram the daemon should send.
 #[derive(Debug)]
@@ -151,16 +152,17 @@ pub struct SessionSettings {
     pub max_inner_len: usize,
     /// Congestion controller name, see `mptund_probe::CONTROLLER_NAMES`.
     pub congestion_controller: String,
+    /// When keys are renewed and when they are refused.
+    pub key_lifetime: KeyLifetime,
     pub probe: ProbeConfig,
 }
 
 /// The transport state of an established session.
 pub struct Session {
+    /// The session's name in logs, reports and [`KeepAs`]: the receiver id of its
+    /// first keys, which stays when renewed keys bring their own.
     pub local_id: SessionId,
-    pub peer_id: SessionId,
-    keys: SessionKeys,
-    next_counter: u64,
-    replay: ReplayWindow,
+    keys: keyring::KeyRing,
     next_seq: SeqNo,
     reorder: ReorderBuffer<Packet>,
     /// Sets the reorder buffer's hold from the paths' delays, when configured.
@@ -204,6 +206,8 @@ pub struct SessionCounters {
     pub piggybacked_acks: u64,
     /// Extra copies of latency-critical inner packets sent on a second path.
     pub duplicated: u64,
+    /// Times the session's keys were replaced by a renewal handshake.
+    pub key_renewals: u64,
 }
 
 /// Path ids are a `u8` on the wire, but a `PathSet` holds 64; more uplinks than that on
@@ -214,20 +218,15 @@ impl Session {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         now: Instant,
-        local_id: SessionId,
-        peer_id: SessionId,
-        keys: SessionKeys,
+        keys: KeyPair,
         paths: Vec<SessionPath>,
         scheduler: AnyScheduler,
         settings: &SessionSettings,
         sends_keepalives: bool,
     ) -> Self {
         Self {
-            local_id,
-            peer_id,
-            keys,
-            next_counter: 0,
-            replay: ReplayWindow::new(),
+            local_id: keys.local_id,
+            keys: keyring::KeyRing::new(keys, settings.key_lifetime),
             next_seq: SeqNo(0),
             reorder: ReorderBuffer::new(settings.reorder, SeqNo(0)),
             adaptive_hold: settings.adaptive_hold.map(AdaptiveHold::new),
@@ -259,25 +258,6 @@ impl Session {
 
     fn path_index(&self, id: PathId) -> Option<usize> {
         self.paths.iter().position(|path| path.id == id)
-    }
-
-    /// A fresh transport header for this session and its nonce counter.
-    fn header(
-        &mut self,
-        packet_type: PacketType,
-        path: PathId,
-    ) -> ([u8; TRANSPORT_HEADER_LEN], u64) {
-        let counter = self.next_counter;
-        self.next_counter += 1;
-        let header = TransportHeader {
-            packet_type,
-            path_id: path.0,
-            receiver: self.peer_id,
-            counter,
-        };
-        let mut bytes = [0u8; TRANSPORT_HEADER_LEN];
-        header.emit(&mut bytes);
-        (bytes, counter)
     }
 
     /// Finds the path a datagram arrived on, creating it when the peer opened a new one
@@ -322,6 +302,7 @@ impl Session {
             }
         }
         consider(self.send_queue_deadline());
+        consider(self.keys.next_cleanup());
         earliest
     }
 
@@ -382,6 +363,10 @@ impl Session {
         }
         self.send_due_acks(now, false, pool, out);
         self.drain_send_queue(now, pool, drops, out);
+    }
+
+    pub fn key_age(&self, now: Instant) -> Duration {
+        self.keys.current_age(now)
     }
 
     pub fn reorder_stats(&self) -> mptund_sched::ReorderStats {

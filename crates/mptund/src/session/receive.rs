@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use mptund_probe::{AckRanges, AckSummary};
 use mptund_sched::{PathId, RejectReason, SeqNo};
 
+use super::keyring::{KeySlot, Opened};
 use super::{inner, refuse, Outgoing, Received, Session, SessionPath};
 use crate::buffers::{BufferPool, Packet};
 use crate::config::IpNet;
@@ -28,36 +29,40 @@ pub(super) struct ReceiveContext<'a> {
 }
 
 impl Session {
-    /// Authenticates and decrypts a transport datagram in place; afterwards the packet's
-    /// range is the plaintext. The replay window is only advanced for authentic datagrams.
+    /// Authenticates and decrypts a transport datagram in place with the keys its
+    /// header names; afterwards the packet's range is the plaintext. The replay
+    /// window is only advanced for authentic datagrams.
     pub fn open(
         &mut self,
+        now: Instant,
         header: &TransportHeader,
         packet: &mut Packet,
-    ) -> Result<(), DropReason> {
-        if self.replay.check(header.counter).is_err() {
-            return Err(DropReason::Replayed);
-        }
+    ) -> Result<Opened, DropReason> {
         let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
-        header_bytes.copy_from_slice(&packet.bytes()[..TRANSPORT_HEADER_LEN]);
+        header_bytes.copy_from_slice(
+            packet
+                .bytes()
+                .get(..TRANSPORT_HEADER_LEN)
+                .ok_or(DropReason::Malformed)?,
+        );
         let start = packet.start();
         let end = start + packet.len();
-        let plaintext_len = self
-            .keys
-            .recv
-            .open_in_place(
-                &header_bytes,
-                header.counter,
-                &mut packet.buffer_mut()[start + TRANSPORT_HEADER_LEN..end],
-            )
-            .map_err(|_| DropReason::AuthenticationFailed)?
-            .len();
-        self.replay
-            .check_and_update(header.counter)
-            .map_err(|_| DropReason::Replayed)?;
+        let sealed = packet
+            .buffer_mut()
+            .get_mut(start + TRANSPORT_HEADER_LEN..end)
+            .ok_or(DropReason::Malformed)?;
+        let (opened, plaintext_len) = self.keys.open(now, header, &header_bytes, sealed)?;
+        if opened.slot == KeySlot::Confirmed {
+            self.counters.key_renewals += 1;
+            tracing::debug!(
+                session = self.local_id.0,
+                keys = header.receiver.0,
+                "the peer confirmed the renewed keys"
+            );
+        }
         let plaintext_start = start + TRANSPORT_HEADER_LEN;
         packet.set_range(plaintext_start, plaintext_start + plaintext_len);
-        Ok(())
+        Ok(opened)
     }
 
     /// Records an authenticated datagram on path `index` and learns where the peer is.

@@ -85,6 +85,7 @@ impl Session {
         if let Some(scheduler) = scheduler {
             self.set_scheduler(scheduler);
         }
+        self.keys.set_lifetime(settings.key_lifetime);
         match (settings.adaptive_hold, &mut self.adaptive_hold) {
             (Some(bounds), Some(hold)) => hold.set_bounds(bounds),
             (Some(bounds), None) => self.adaptive_hold = Some(AdaptiveHold::new(bounds)),

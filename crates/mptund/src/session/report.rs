@@ -41,6 +41,10 @@ pub struct SessionReport {
     pub piggybacked_acks: u64,
     /// Extra copies of latency-critical inner packets.
     pub duplicated: u64,
+    /// Times a renewal handshake replaced the session's keys.
+    pub key_renewals: u64,
+    /// Age of the keys in use.
+    pub key_age_ms: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -173,6 +177,8 @@ impl SessionReport {
                 backlogged: reorder.backlogged,
             },
             reinjected: session.counters.reinjected,
+            key_renewals: session.counters.key_renewals,
+            key_age_ms: session.key_age(now).as_millis() as u64,
             queued: session.counters.queued,
             send_queue_depth: session.send_queue_depth(),
             standalone_acks: session.counters.standalone_acks,

@@ -193,7 +193,12 @@ impl Session {
         let end = start + sealed.len();
         let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
         header_bytes.copy_from_slice(&sealed.bytes()[..TRANSPORT_HEADER_LEN]);
-        let plaintext_len = match self.keys.resend.open_in_place(
+        // Sealed under keys since renewed and forgotten, it cannot be opened again.
+        let Some(key) = self.keys.resend_key(header.receiver) else {
+            pool.recycle(sealed);
+            return false;
+        };
+        let plaintext_len = match key.open_in_place(
             &header_bytes,
             header.counter,
             &mut sealed.buffer_mut()[start + TRANSPORT_HEADER_LEN..end],

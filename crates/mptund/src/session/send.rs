@@ -263,7 +263,7 @@ impl Session {
             tx_time_us: self.timestamp_us(now),
             seq: seq.0,
         };
-        let (header, counter) = self.header(packet_type, self.paths[index].id);
+        let (header, counter, key) = self.keys.next_header(packet_type, self.paths[index].id.0);
         let start = meta_start - TRANSPORT_HEADER_LEN;
         let buf = packet.buffer_mut();
         buf[start..meta_start].copy_from_slice(&header);
@@ -272,10 +272,7 @@ impl Session {
                 .try_into()
                 .expect("data metadata is 12 bytes"),
         );
-        let tag = self
-            .keys
-            .send
-            .seal_in_place(&header, counter, &mut buf[meta_start..inner_end]);
+        let tag = key.seal_in_place(&header, counter, &mut buf[meta_start..inner_end]);
         buf[inner_end..inner_end + TAG_LEN].copy_from_slice(&tag);
         packet.set_range(start, inner_end + TAG_LEN);
         let backlog = !self.send_queue.packets.is_empty();
@@ -328,7 +325,7 @@ impl Session {
             path_pn: packet_number,
             tx_time_us: self.timestamp_us(now),
         };
-        let (header, counter) = self.header(PacketType::Control, path_id);
+        let (header, counter, key) = self.keys.next_header(PacketType::Control, path_id.0);
         let buf = packet.buffer_mut();
         buf[..TRANSPORT_HEADER_LEN].copy_from_slice(&header);
         meta.emit(
@@ -337,11 +334,7 @@ impl Session {
                 .expect("control metadata is 8 bytes"),
         );
         let body_end = frames_start + frames_len;
-        let tag = self.keys.send.seal_in_place(
-            &header,
-            counter,
-            &mut buf[TRANSPORT_HEADER_LEN..body_end],
-        );
+        let tag = key.seal_in_place(&header, counter, &mut buf[TRANSPORT_HEADER_LEN..body_end]);
         buf[body_end..body_end + TAG_LEN].copy_from_slice(&tag);
         packet.set_range(0, body_end + TAG_LEN);
         let path = &mut self.paths[index];

@@ -9,8 +9,8 @@ use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::ReceiveContext;
 use super::{
-    inner, random_session_id, refuse, Engine, Outgoing, PathSettings, Received, Report, Session,
-    SessionReport, SessionSettings,
+    inner, random_session_id, refuse, Engine, KeyPair, Outgoing, PathSettings, Received, Report,
+    Session, SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
 use crate::config::IpNet;
@@ -46,7 +46,12 @@ struct Peer {
     settings: PeerSettings,
     /// The newest handshake timestamp accepted; older or equal ones are replays.
     last_handshake_nanos: Option<u64>,
+    /// The session the peer's inner packets are routed to.
     session: Option<SessionId>,
+    /// A newer handshake's session, which replaces `session` only once the client
+    /// seals a datagram with its keys: an init someone held back and replays
+    /// cannot tear a working session down.
+    unconfirmed: Option<SessionId>,
 }
 
 struct PeerSession {
@@ -60,6 +65,9 @@ pub struct ServerCore {
     /// Longest prefix first, so the most specific peer wins.
     routes: Vec<(IpNet, usize)>,
     sessions: HashMap<SessionId, PeerSession>,
+    /// The receiver id of every key pair of every session -> the session's id
+    /// (renewed keys bring their own receiver ids).
+    key_ids: HashMap<SessionId, SessionId>,
     session_settings: SessionSettings,
     path_settings: PathSettings,
     session_idle_timeout: Duration,
@@ -78,6 +86,7 @@ impl ServerCore {
                 settings,
                 last_handshake_nanos: None,
                 session: None,
+                unconfirmed: None,
             })
             .collect();
         Self {
@@ -85,6 +94,7 @@ impl ServerCore {
             routes: routes_of(&peers),
             peers,
             sessions: HashMap::new(),
+            key_ids: HashMap::new(),
             session_settings: settings.session,
             path_settings: settings.path,
             session_idle_timeout: settings.session_idle_timeout,
@@ -112,17 +122,19 @@ impl ServerCore {
             let kept = old
                 .iter()
                 .position(|peer| peer.settings.public_key == settings.public_key);
-            let (last_handshake_nanos, session) = match kept {
+            let (last_handshake_nanos, session, unconfirmed) = match kept {
                 Some(old_index) => {
                     moved_to[old_index] = Some(new_index);
-                    (old[old_index].last_handshake_nanos, old[old_index].session)
+                    let peer = &old[old_index];
+                    (peer.last_handshake_nanos, peer.session, peer.unconfirmed)
                 }
-                None => (None, None),
+                None => (None, None, None),
             };
             self.peers.push(Peer {
                 settings,
                 last_handshake_nanos,
                 session,
+                unconfirmed,
             });
         }
         let mut removed = Vec::new();
@@ -137,6 +149,9 @@ impl ServerCore {
                 tracing::info!(peer = %name, session = id.0, "peer removed from the configuration: closing its session");
                 entry.session.close(now, &mut self.pool, out);
                 entry.session.recycle_buffers(now, &mut self.pool);
+                for key_id in entry.session.keys.local_ids() {
+                    self.key_ids.remove(&key_id);
+                }
             }
         }
         self.routes = routes_of(&self.peers);
@@ -224,9 +239,10 @@ impl ServerCore {
             );
         };
         let peer = &self.peers[peer_index];
+        let fields = accepted.fields;
         if peer
             .last_handshake_nanos
-            .is_some_and(|last| accepted.unix_time_nanos <= last)
+            .is_some_and(|last| fields.unix_time_nanos <= last)
         {
             return self.drops.record(
                 now,
@@ -234,22 +250,19 @@ impl ServerCore {
                 &format_args!("replayed handshake for peer {}", peer.settings.name),
             );
         }
-        let scheduler = match build_scheduler(
-            &self.session_settings.scheduler,
-            &self.session_settings.scheduler_params,
-        ) {
-            Ok(scheduler) => scheduler,
-            Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
-        };
+        // Renewing the keys of the peer's session keeps everything else about it.
+        let renewed = peer.session.filter(|id| {
+            self.sessions
+                .get(id)
+                .is_some_and(|entry| Some(entry.session.keys.current().local_id) == fields.renews)
+        });
+        let path_id = PathId(fields.path_id);
         let local_id = loop {
             let id = random_session_id();
-            if !self.sessions.contains_key(&id) {
+            if !self.key_ids.contains_key(&id) {
                 break id;
             }
         };
-        let path_id = PathId(accepted.path_id);
-        let peer_session = accepted.peer_session;
-        let handshake_nanos = accepted.unix_time_nanos;
         let mut response = self.pool.take();
         let start = response.start();
         let Some(message) = response
@@ -270,43 +283,22 @@ impl ServerCore {
             }
         };
         response.set_range(start, start + HANDSHAKE_RESPONSE_LEN);
-        let mut session = Session::new(
-            now,
-            local_id,
-            peer_session,
-            keys,
-            Vec::new(),
-            scheduler,
-            &self.session_settings,
-            false,
-        );
-        // Nothing about the peer changes until the new session has its path.
-        let Some(index) = session.path_for(path_id, Some(&self.path_settings), now) else {
-            self.pool.recycle(response);
-            return self.drops.record(
+        let keys = KeyPair::new(now, local_id, fields.sender, keys);
+        let installed = match renewed {
+            Some(session_id) => self.stage_renewed_keys(now, session_id, keys, &received),
+            None => self.add_unconfirmed_session(
                 now,
-                DropReason::HandshakeRejected,
-                &format_args!("handshake from {} names path {}", received.from, path_id.0),
-            );
+                peer_index,
+                keys,
+                path_id,
+                &received,
+                packet.len(),
+            ),
         };
-        session.on_authenticated(now, index, &received, packet.len(), true);
-        let peer = &mut self.peers[peer_index];
-        peer.last_handshake_nanos = Some(handshake_nanos);
-        if let Some(old) = peer.session.replace(local_id) {
-            if let Some(mut old) = self.sessions.remove(&old) {
-                tracing::info!(peer = %peer.settings.name, session = old.session.local_id.0, "replaced by a new handshake");
-                old.session.recycle_buffers(now, &mut self.pool);
-            }
+        if !installed {
+            return self.pool.recycle(response);
         }
-        tracing::info!(peer = %peer.settings.name, session = local_id.0, from = %received.from, "session established");
-        self.sessions_established += 1;
-        self.sessions.insert(
-            local_id,
-            PeerSession {
-                peer: peer_index,
-                session,
-            },
-        );
+        self.peers[peer_index].last_handshake_nanos = Some(fields.unix_time_nanos);
         out.push(Outgoing {
             socket: received.socket,
             destination: received.from,
@@ -317,6 +309,109 @@ impl ServerCore {
         });
     }
 
+    /// A renewal's keys wait in the session until the client uses them.
+    fn stage_renewed_keys(
+        &mut self,
+        now: Instant,
+        session_id: SessionId,
+        keys: KeyPair,
+        received: &Received,
+    ) -> bool {
+        let Some(entry) = self.sessions.get_mut(&session_id) else {
+            return false;
+        };
+        let local_id = keys.local_id;
+        if let Some(replaced) = entry.session.keys.stage_next(keys) {
+            self.key_ids.remove(&replaced);
+        }
+        self.key_ids.insert(local_id, session_id);
+        entry.session.last_received = now;
+        tracing::debug!(peer = %self.peers[entry.peer].settings.name, session = session_id.0, keys = local_id.0, from = %received.from, "keys renewed, waiting for the client to use them");
+        true
+    }
+
+    /// A new handshake's session, which takes over the peer's traffic once the
+    /// client proves its keys ([`ServerCore::confirm`]).
+    fn add_unconfirmed_session(
+        &mut self,
+        now: Instant,
+        peer_index: usize,
+        keys: KeyPair,
+        path_id: PathId,
+        received: &Received,
+        wire_len: usize,
+    ) -> bool {
+        let scheduler = match build_scheduler(
+            &self.session_settings.scheduler,
+            &self.session_settings.scheduler_params,
+        ) {
+            Ok(scheduler) => scheduler,
+            Err(error) => {
+                tracing::error!(%error, "cannot build the scheduler");
+                return false;
+            }
+        };
+        let mut session = Session::new(
+            now,
+            keys,
+            Vec::new(),
+            scheduler,
+            &self.session_settings,
+            false,
+        );
+        // Nothing about the peer changes until the new session has its path.
+        let Some(index) = session.path_for(path_id, Some(&self.path_settings), now) else {
+            self.drops.record(
+                now,
+                DropReason::HandshakeRejected,
+                &format_args!("handshake from {} names path {}", received.from, path_id.0),
+            );
+            return false;
+        };
+        session.on_authenticated(now, index, received, wire_len, true);
+        let local_id = session.local_id;
+        if let Some(older) = self.peers[peer_index].unconfirmed.replace(local_id) {
+            self.drops.record(
+                now,
+                DropReason::UnconfirmedSession,
+                &format_args!(
+                    "peer {}: a newer handshake came first",
+                    self.peers[peer_index].settings.name
+                ),
+            );
+            self.remove_session(now, older, "a newer handshake replaced it unconfirmed");
+        }
+        tracing::info!(peer = %self.peers[peer_index].settings.name, session = local_id.0, from = %received.from, "handshake answered");
+        self.key_ids.insert(local_id, local_id);
+        self.sessions.insert(
+            local_id,
+            PeerSession {
+                peer: peer_index,
+                session,
+            },
+        );
+        true
+    }
+
+    /// The client sealed a datagram with a new session's keys: the session takes
+    /// over the peer's traffic and the one it replaces ends.
+    fn confirm(&mut self, now: Instant, session_id: SessionId) {
+        let Some(peer_index) = self.sessions.get(&session_id).map(|entry| entry.peer) else {
+            return;
+        };
+        let peer = &mut self.peers[peer_index];
+        if peer.unconfirmed != Some(session_id) {
+            return;
+        }
+        peer.unconfirmed = None;
+        let replaced = peer.session.replace(session_id);
+        tracing::info!(peer = %peer.settings.name, session = session_id.0, "session established");
+        self.sessions_established += 1;
+        if let Some(old) = replaced {
+            self.remove_session(now, old, "replaced by a new handshake");
+        }
+    }
+
     fn remove_session(&mut self, now: Instant, id: SessionId, why: &str) {
         if let Some(mut entry) = self.sessions.remove(&id) {
             let peer = &mut self.peers[entry.peer];
@@ -324,7 +419,13 @@ impl ServerCore {
             if peer.session == Some(id) {
                 peer.session = None;
             }
+            if peer.unconfirmed == Some(id) {
+                peer.unconfirmed = None;
+            }
             entry.session.recycle_buffers(now, &mut self.pool);
+            for key_id in entry.session.keys.local_ids() {
+                self.key_ids.remove(&key_id);
+            }
         }
     }
 
@@ -332,11 +433,12 @@ impl ServerCore {
         Self::expiry_of(session, self.session_idle_timeout)
     }
 
-    /// A closed session lingers briefly; an open one until it has been idle too long.
+    /// A closed session lingers briefly; an open one until it has been idle too long
+    /// or its keys expired unrenewed.
     fn expiry_of(session: &Session, idle_timeout: Duration) -> Instant {
         match session.closed_at {
             Some(closed) => closed + CLOSE_LINGER,
-            None => session.last_received + idle_timeout,
+            None => (session.last_received + idle_timeout).min(session.keys.expiry()),
         }
     }
 
@@ -444,7 +546,8 @@ impl Engine for ServerCore {
                         );
                     }
                 };
-                let Some(entry) = self.sessions.get_mut(&header.receiver) else {
+                let session_id = self.key_ids.get(&header.receiver).copied();
+                let Some(entry) = session_id.and_then(|id| self.sessions.get_mut(&id)) else {
                     return refuse(
                         &mut self.pool,
                         &mut self.drops,
@@ -455,16 +558,28 @@ impl Engine for ServerCore {
                     );
                 };
                 let session = &mut entry.session;
-                if let Err(reason) = session.open(&header, &mut packet) {
-                    return refuse(
-                        &mut self.pool,
-                        &mut self.drops,
-                        packet,
-                        now,
-                        reason,
-                        &format_args!("datagram from {}", received.from),
-                    );
+                let session_id = session.local_id;
+                let opened = match session.open(now, &header, &mut packet) {
+                    Ok(opened) => opened,
+                    Err(reason) => {
+                        return refuse(
+                            &mut self.pool,
+                            &mut self.drops,
+                            packet,
+                            now,
+                            reason,
+                            &format_args!("datagram from {}", received.from),
+                        );
+                    }
+                };
+                if let Some(retired) = opened.retired {
+                    self.key_ids.remove(&retired);
                 }
+                self.confirm(now, session_id);
+                let Some(entry) = self.sessions.get_mut(&session_id) else {
+                    return self.pool.recycle(packet);
+                };
+                let session = &mut entry.session;
                 // Only now, authenticated and fresh, may the datagram move the path.
                 let Some(index) =
                     session.path_for(PathId(header.path_id), Some(&self.path_settings), now)
@@ -539,6 +654,9 @@ impl Engine for ServerCore {
             if now >= Self::expiry_of(&entry.session, self.session_idle_timeout) {
                 expired.push(*id);
             } else {
+                if let Some(retired) = entry.session.keys.forget_stale(now) {
+                    self.key_ids.remove(&retired);
+                }
                 entry.session.handle_timeout(
                     now,
                     &mut self.pool,
@@ -576,9 +694,11 @@ impl Engine for ServerCore {
     }
 
     fn report(&self, now: Instant) -> Report {
+        // A session waiting for its client to prove the keys carries nothing yet.
         let mut sessions: Vec<SessionReport> = self
             .sessions
             .values()
+            .filter(|entry| self.peers[entry.peer].unconfirmed != Some(entry.session.local_id))
             .map(|entry| {
                 SessionReport::new(&entry.session, &self.peers[entry.peer].settings.name, now)
             })

@@ -5,6 +5,8 @@
 //! is tested in microseconds and deterministically.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mptund_sched::ReorderConfig;
@@ -14,6 +16,8 @@ use crate::buffers::{BufferPool, HEADROOM};
 use crate::config::IpNet;
 use crate::counters::DropReason;
 use crate::keys::PrivateKey;
+
+mod keys;
 
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
 const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
@@ -48,6 +52,7 @@ fn settings(hold: Duration) -> SessionSettings {
         },
         max_inner_len: MTU,
         congestion_controller: "cubic".into(),
+        key_lifetime: crate::crypto::KeyLifetime::default(),
         probe: mptund_probe::ProbeConfig {
             max_datagram_size: (MTU + crate::wire::DATA_OVERHEAD) as u64,
             max_ack_delay: Duration::from_millis(5),
@@ -95,6 +100,9 @@ struct InFlight {
 
 struct Net {
     now: Instant,
+    /// The client's wall clock, in UNIX nanoseconds.
+    wall: Arc<AtomicU64>,
+    client_key: PrivateKey,
     server_key: PrivateKey,
     client_public: crate::keys::PublicKey,
     client: ClientCore,
@@ -123,7 +131,7 @@ impl Net {
         let server_key = PrivateKey::generate();
         let client_public = client_key.public_key();
         let client_settings = ClientSettings {
-            private_key: client_key,
+            private_key: client_key.clone(),
             server_public_key: server_key.public_key(),
             paths: (0..delays_ms.len())
                 .map(|i| ClientPathSettings {
@@ -151,12 +159,17 @@ impl Net {
             path: path_settings(),
             session_idle_timeout: Duration::from_secs(180),
         };
-        let mut client = ClientCore::new(now, 1_700_000_000_000_000_000, client_settings, pool());
+        let wall = Arc::new(AtomicU64::new(1_700_000_000_000_000_000));
+        let client_wall = wall.clone();
+        let wall_clock = Box::new(move || client_wall.load(Ordering::Relaxed));
+        let mut client = ClientCore::new(now, wall_clock, client_settings, pool());
         for index in 0..delays_ms.len() {
             client.set_socket_open(now, index, true, &mut Vec::new());
         }
         Self {
             now,
+            wall,
+            client_key,
             server_key,
             client_public,
             client,
@@ -452,7 +465,7 @@ fn replayed_forged_and_junk_datagrams_are_dropped_and_counted() {
     net.inject_to_server(path, data.clone());
     // A fresh counter gets past the replay window, but the tag covers the header.
     let mut forged = data.clone();
-    forged[8..16].copy_from_slice(&u64::MAX.to_be_bytes());
+    forged[8..16].copy_from_slice(&(1u64 << 40).to_be_bytes());
     net.inject_to_server(path, forged);
     net.inject_to_server(path, data[..10].to_vec());
     net.inject_to_server(path, vec![0xee; 64]);
@@ -886,7 +899,8 @@ fn idle_backup_path_costs_kilobytes_per_hour() {
     let mut net = Net::new(&[10, 10], Duration::from_millis(50));
     let mut client_settings_path = path_settings();
     client_settings_path.keepalive_interval = Duration::from_secs(25);
-    net.client.set_path_probing(1, client_settings_path, true);
+    net.client
+        .set_path_probing(net.now, 1, client_settings_path, true);
     net.run_for(Duration::from_millis(500));
     assert!(net.client.is_established());
     let before = net.client_paths()[1].clone();

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mptund_sched::SchedulerParams;
+
+use crate::crypto::KeyLifetime;
 use toml::de::DeTable;
 
 use super::error::{self, ConfigError, Mode, Source};

@@ -402,6 +402,87 @@ impl Validator<'_> {
             max_ack_delay,
             session_timeout,
             session_idle_timeout,
+            key_lifetime: self.key_lifetime(timers)?,
+        })
+    }
+
+    /// Renewal must come before rejection, by time and by count, or a session
+    /// would lose its keys before replacing them.
+    fn key_lifetime(&self, timers: &RawTimers) -> Result<KeyLifetime> {
+        let defaults = KeyLifetime::default();
+        let rekey_after_time = self.millis(
+            timers.rekey_after_ms.as_ref(),
+            "timers.rekey_after_ms",
+            1_000..=86_400_000,
+            defaults.rekey_after_time,
+        )?;
+        let reject_after_time = self.millis(
+            timers.reject_after_ms.as_ref(),
+            "timers.reject_after_ms",
+            2_000..=86_400_000,
+            defaults.reject_after_time,
+        )?;
+        if reject_after_time <= rekey_after_time {
+            let field = "timers.reject_after_ms";
+            let problem = format!(
+                "reject_after_ms ({}) must be greater than rekey_after_ms ({})",
+                reject_after_time.as_millis(),
+                rekey_after_time.as_millis()
+            );
+            let err = match (&timers.reject_after_ms, &timers.rekey_after_ms) {
+                (Some(value), _) => self.error(value.span(), field, problem),
+                (None, Some(value)) => self.error(value.span(), "timers.rekey_after_ms", problem),
+                (None, None) => self.src.error_unplaced(field, problem),
+            };
+            return Err(err.with_hint(format!(
+                "leave time for the renewal handshake: WireGuard rejects keys 60 s after renewing them, e.g. reject_after_ms = {}",
+                rekey_after_time.as_millis() * 3 / 2
+            )));
+        }
+        let count = |value: Option<&Sp<i64>>, field: &str, default: u64| {
+            let default = i64::try_from(default).unwrap_or(i64::MAX);
+            self.integer(value, field, 1..=i64::MAX, " datagrams", default)
+                .map(|count| u64::try_from(count).unwrap_or(0))
+        };
+        let rekey_after_messages = count(
+            timers.rekey_after_messages.as_ref(),
+            "timers.rekey_after_messages",
+            defaults.rekey_after_messages,
+        )?;
+        // The default reject limit is beyond what TOML integers hold.
+        let reject_after_messages = match &timers.reject_after_messages {
+            None => defaults.reject_after_messages,
+            Some(value) => count(
+                Some(value),
+                "timers.reject_after_messages",
+                defaults.reject_after_messages,
+            )?,
+        };
+        if reject_after_messages <= rekey_after_messages {
+            let problem = format!(
+                "reject_after_messages ({reject_after_messages}) must be greater than rekey_after_messages ({rekey_after_messages})"
+            );
+            let err = match (&timers.reject_after_messages, &timers.rekey_after_messages) {
+                (Some(value), _) => {
+                    self.error(value.span(), "timers.reject_after_messages", problem)
+                }
+                (None, Some(value)) => {
+                    self.error(value.span(), "timers.rekey_after_messages", problem)
+                }
+                (None, None) => self
+                    .src
+                    .error_unplaced("timers.reject_after_messages", problem),
+            };
+            return Err(err.with_hint(format!(
+                "set reject_after_messages to at least twice rekey_after_messages, e.g. {}",
+                rekey_after_messages.saturating_mul(2)
+            )));
+        }
+        Ok(KeyLifetime {
+            rekey_after_time,
+            rekey_after_messages,
+            reject_after_time,
+            reject_after_messages,
         })
     }
 

@@ -1,0 +1,202 @@
+//! Key renewal and expiry, handshake timestamps, and when a new handshake may
+//! replace a live session.
+
+use super::*;
+use crate::crypto::KeyLifetime;
+use crate::handshake::{self, InitFields};
+use crate::wire::{PacketType, HANDSHAKE_INIT_LEN, HANDSHAKE_RESPONSE_LEN};
+
+const SECOND: u64 = 1_000_000_000;
+
+fn short_lived_keys() -> SessionSettings {
+    SessionSettings {
+        key_lifetime: KeyLifetime {
+            rekey_after_time: Duration::from_secs(2),
+            reject_after_time: Duration::from_secs(3),
+            ..KeyLifetime::default()
+        },
+        ..settings(Duration::from_millis(200))
+    }
+}
+
+impl Net {
+    fn inject_to_client(&mut self, path: usize, bytes: Vec<u8>) {
+        self.wire.push(InFlight {
+            arrives: self.now,
+            to_server: false,
+            path,
+            bytes,
+        });
+        self.run_for(Duration::ZERO);
+    }
+
+    fn renewals(&self) -> (u64, u64) {
+        let client = self.client.report(self.now).sessions[0].key_renewals;
+        let server = self.server.report(self.now).sessions[0].key_renewals;
+        (client, server)
+    }
+
+    /// A genuine init from the client's key, as someone who held one back would
+    /// deliver it.
+    fn init_from_the_client(&self, unix_time_nanos: u64) -> Vec<u8> {
+        let mut init = [0u8; HANDSHAKE_INIT_LEN];
+        let fields = InitFields {
+            sender: SessionId(0x5eed),
+            path_id: 0,
+            unix_time_nanos,
+            renews: None,
+        };
+        handshake::initiate(
+            &self.client_key,
+            &self.server_key.public_key(),
+            fields,
+            &mut init,
+        )
+        .unwrap();
+        init.to_vec()
+    }
+
+    fn tags(received: &[Vec<u8>]) -> Vec<u32> {
+        received.iter().map(|packet| tag_of(packet)).collect()
+    }
+}
+
+#[test]
+fn a_stream_both_ways_crosses_five_key_renewals_on_paths_50_ms_apart() {
+    let mut net = Net::established_with(&[10, 60], short_lived_keys());
+    let session = net.session_id();
+    // 12 s of packets every 10 ms each way.
+    let tags = 0..1200;
+    for tag in tags.clone() {
+        net.client_sends(tag, 1000);
+        net.server_sends(tag, CLIENT_INNER);
+        net.run_for(Duration::from_millis(10));
+    }
+    net.run_for(Duration::from_secs(1));
+    let expected: Vec<u32> = tags.collect();
+    assert_eq!(Net::tags(&net.server_received), expected);
+    assert_eq!(Net::tags(&net.client_received), expected);
+    let (client, server) = net.renewals();
+    assert!(
+        client >= 5 && server >= 5,
+        "renewals: client {client}, server {server}"
+    );
+    assert_eq!(net.session_id(), session, "renewal keeps the session");
+    for drops in [net.client.drops(), net.server.drops()] {
+        for reason in [
+            DropReason::StaleKey,
+            DropReason::AuthenticationFailed,
+            DropReason::UnknownSession,
+            DropReason::Replayed,
+        ] {
+            assert_eq!(drops.get(reason), 0, "{reason:?}");
+        }
+    }
+}
+
+#[test]
+fn nothing_is_accepted_under_keys_older_than_the_reject_time() {
+    let mut net = Net::established_with(&[10, 10], short_lived_keys());
+    net.client_sends(1, 200);
+    net.run_for(Duration::from_millis(50));
+    let (path, old) = net
+        .captured
+        .iter()
+        .rev()
+        .find(|(_, bytes)| bytes[0] == PacketType::Data as u8)
+        .cloned()
+        .unwrap();
+    net.run_for(Duration::from_secs(4));
+    assert!(net.renewals().1 >= 1);
+    // A fresh counter would pass the replay window; the keys' age does not.
+    let mut late = old;
+    late[8..16].copy_from_slice(&1_000u64.to_be_bytes());
+    net.inject_to_server(path, late);
+    let drops = net.server.drops();
+    assert_eq!(
+        drops.get(DropReason::StaleKey) + drops.get(DropReason::UnknownSession),
+        1
+    );
+    assert_eq!(net.server_received.len(), 1);
+}
+
+#[test]
+fn a_client_whose_renewals_fail_drops_its_keys_at_the_reject_time_and_starts_over() {
+    let mut net = Net::established_with(&[10, 10], short_lived_keys());
+    // Established within the first 100 ms; 500 ms have passed.
+    net.cut = vec![true, true];
+    net.run_for(Duration::from_millis(2_000));
+    assert!(
+        net.client.is_established(),
+        "keys are still in their lifetime"
+    );
+    net.run_for(Duration::from_millis(1_000));
+    assert!(!net.client.is_established(), "keys past the reject time");
+    net.cut = vec![false, false];
+    net.reconnects_and_delivers(9);
+}
+
+#[test]
+fn the_wall_clock_stepping_back_does_not_lock_the_client_out() {
+    let mut net = Net::established(&[10, 10], Duration::from_millis(50));
+    net.wall.fetch_sub(3600 * SECOND, Ordering::Relaxed);
+    // The server stays up and remembers the first handshake's time.
+    net.cut = vec![true, true];
+    net.run_for(Duration::from_secs(11));
+    assert!(!net.client.is_established());
+    net.cut = vec![false, false];
+    net.reconnects_and_delivers(3);
+    assert_eq!(net.server.drops().get(DropReason::HandshakeRejected), 0);
+}
+
+#[test]
+fn an_init_held_back_cannot_tear_down_a_working_session() {
+    let mut net = Net::established(&[10, 10], Duration::from_millis(50));
+    let session = net.session_id();
+    let wall = net.wall.load(Ordering::Relaxed);
+    // Newer than anything the server accepted, so it is answered...
+    net.inject_to_server(0, net.init_from_the_client(wall + 10 * SECOND));
+    net.run_for(Duration::from_millis(50));
+    // ...but only keys the client uses replace its session.
+    net.client_sends(1, 100);
+    net.server_sends(2, CLIENT_INNER);
+    net.run_for(Duration::from_millis(50));
+    assert_eq!(Net::tags(&net.server_received), [1]);
+    assert_eq!(Net::tags(&net.client_received), [2]);
+    assert_eq!(net.session_id(), session);
+    // A second one replaces the first unconfirmed session, not the live one.
+    net.inject_to_server(1, net.init_from_the_client(wall + 20 * SECOND));
+    assert_eq!(net.server.drops().get(DropReason::UnconfirmedSession), 1);
+    net.client_sends(3, 100);
+    net.run_for(Duration::from_millis(50));
+    assert_eq!(Net::tags(&net.server_received), [1, 3]);
+    assert_eq!(net.session_id(), session);
+}
+
+#[test]
+fn a_forged_response_does_not_end_the_handshake_attempt() {
+    let mut net = Net::with_settings(&[10], settings(Duration::from_millis(50)));
+    net.run_for(Duration::from_millis(1));
+    let init = net.captured_init();
+    let mut forged = vec![0x5a; HANDSHAKE_RESPONSE_LEN];
+    forged[..8].copy_from_slice(&[
+        PacketType::HandshakeResponse as u8,
+        init[1],
+        init[2],
+        0,
+        init[4],
+        init[5],
+        init[6],
+        init[7],
+    ]);
+    net.inject_to_client(0, forged);
+    assert_eq!(net.client.drops().get(DropReason::HandshakeRejected), 1);
+    net.run_for(Duration::from_millis(100));
+    assert!(net.client.is_established());
+    let inits = net
+        .captured
+        .iter()
+        .filter(|(_, bytes)| bytes[0] == PacketType::HandshakeInit as u8)
+        .count();
+    assert_eq!(inits, 1, "the first attempt completed");
+}
