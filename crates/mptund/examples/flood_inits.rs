@@ -46,15 +46,13 @@ fn main() {
     );
     for index in 0..count {
         let mut init = [0u8; HANDSHAKE_INIT_LEN];
-        handshake::initiate(
-            &client,
-            &server,
-            random_session_id(),
-            0,
-            index as u64 + 1,
-            &mut init,
-        )
-        .expect("building an init");
+        let fields = handshake::InitFields {
+            sender: random_session_id(),
+            path_id: 0,
+            unix_time_nanos: index as u64 + 1,
+            renews: None,
+        };
+        handshake::initiate(&client, &server, fields, &mut init).expect("building an init");
         file.write_all(&init).expect("writing an init");
     }
     file.flush().expect("writing the output file");

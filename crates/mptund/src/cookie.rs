@@ -42,6 +42,7 @@ use ring::{digest, hmac};
 use thiserror::Error;
 
 use crate::keys::PublicKey;
+use crate::wire::{field, HANDSHAKE_INIT_LEN};
 
 /// Length of a cookie and of mac2 (truncated HMAC-SHA256, like mac1).
 pub const COOKIE_LEN: usize = 16;
@@ -63,6 +64,38 @@ pub const COOKIE_CLIENT_LIFETIME: Duration = Duration::from_secs(110);
 /// The load detector's window.
 const LOAD_WINDOW: Duration = Duration::from_secs(1);
 const NANOS_PER_SECOND: u64 = 1_000_000_000;
+
+/// Default `handshake.load_threshold_per_s`: a gateway whose 1,000 clients renew
+/// their keys every 2 minutes sees about 8 inits per second; 200 lets all of them
+/// reconnect within 5 s after an outage without cookies, and is still a small share
+/// of what one core can answer (a few thousand handshakes per second).
+pub const DEFAULT_LOAD_THRESHOLD_PER_S: u32 = 200;
+/// Default `handshake.rate_per_source_per_s`: WireGuard's `INITIATIONS_PER_SECOND`.
+pub const DEFAULT_RATE_PER_SOURCE_PER_S: u32 = 20;
+/// Default `handshake.burst_per_source`: WireGuard's `INITIATIONS_BURSTABLE`.
+pub const DEFAULT_BURST_PER_SOURCE: u32 = 5;
+
+/// The server's limits on handshake work (`[handshake]` in its configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandshakeLimits {
+    /// Past this many inits per second the server answers inits without a valid
+    /// mac2 with a cookie reply.
+    pub load_threshold_per_s: u32,
+    /// Each source's token bucket: inits per second sustained ...
+    pub rate_per_source_per_s: u32,
+    /// ... and at once.
+    pub burst_per_source: u32,
+}
+
+impl Default for HandshakeLimits {
+    fn default() -> Self {
+        Self {
+            load_threshold_per_s: DEFAULT_LOAD_THRESHOLD_PER_S,
+            rate_per_source_per_s: DEFAULT_RATE_PER_SOURCE_PER_S,
+            burst_per_source: DEFAULT_BURST_PER_SOURCE,
+        }
+    }
+}
 
 /// A cookie: proof that its holder receives datagrams at one source address.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -110,6 +143,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// mac2), truncated to 16 bytes.
 pub fn mac2(cookie: &Cookie, input: &[u8]) -> [u8; MAC2_LEN] {
     hmac_16(&hmac::Key::new(hmac::HMAC_SHA256, &cookie.0), &[input])
+}
+
+/// Writes mac2 into an init whose other fields (and mac1) are final.
+pub fn write_mac2(cookie: &Cookie, init: &mut [u8; HANDSHAKE_INIT_LEN]) {
+    let mac = mac2(cookie, &init[field::INIT_MAC2_INPUT]);
+    init[field::INIT_MAC2].copy_from_slice(&mac);
 }
 
 /// The server's rotating cookie secrets. A cookie is only recomputed, never stored.
@@ -275,8 +314,8 @@ impl CookieReplyKey {
                 &mut buffer,
             )
             .map_err(|_| CookieError::Authentication)?;
-        let cookie = <[u8; COOKIE_LEN]>::try_from(&plain[..])
-            .map_err(|_| CookieError::Authentication)?;
+        let cookie =
+            <[u8; COOKIE_LEN]>::try_from(&plain[..]).map_err(|_| CookieError::Authentication)?;
         Ok(Cookie(cookie))
     }
 }
@@ -391,6 +430,12 @@ impl SourceRateLimiter {
             buckets: HashMap::new(),
             last_sweep: None,
         }
+    }
+
+    /// New rate and burst for every source; buckets keep their tokens (capped).
+    pub fn set_rate(&mut self, rate_per_s: u32, burst: u32) {
+        self.cost_nanos = NANOS_PER_SECOND / u64::from(rate_per_s.max(1));
+        self.full_nanos = self.cost_nanos.saturating_mul(u64::from(burst.max(1)));
     }
 
     pub fn len(&self) -> usize {

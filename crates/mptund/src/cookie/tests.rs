@@ -76,7 +76,10 @@ fn cookie_reply_opens_only_with_the_inits_mac1_and_the_servers_key() {
     let cookie = secrets.cookie_for(now, SOURCE);
     let nonce = secrets.random_nonce();
     let sealed = key.seal(nonce, &cookie, &MAC1);
-    assert_eq!(CookieReplyKey::new(&server).open(nonce, &sealed, &MAC1), Ok(cookie));
+    assert_eq!(
+        CookieReplyKey::new(&server).open(nonce, &sealed, &MAC1),
+        Ok(cookie)
+    );
     assert_eq!(
         key.open(nonce, &sealed, &[8; 16]),
         Err(CookieError::Authentication),
@@ -89,10 +92,16 @@ fn cookie_reply_opens_only_with_the_inits_mac1_and_the_servers_key() {
     );
     let mut flipped = sealed;
     flipped[0] ^= 1;
-    assert_eq!(key.open(nonce, &flipped, &MAC1), Err(CookieError::Authentication));
+    assert_eq!(
+        key.open(nonce, &flipped, &MAC1),
+        Err(CookieError::Authentication)
+    );
     let mut other_nonce = nonce;
     other_nonce[0] ^= 1;
-    assert_eq!(key.open(other_nonce, &sealed, &MAC1), Err(CookieError::Authentication));
+    assert_eq!(
+        key.open(other_nonce, &sealed, &MAC1),
+        Err(CookieError::Authentication)
+    );
 }
 
 #[test]
@@ -109,7 +118,9 @@ fn a_received_cookie_is_used_for_less_than_the_secrets_lifetime() {
         received_at: now,
     };
     assert!(received.usable(now).is_some());
-    assert!(received.usable(now + COOKIE_CLIENT_LIFETIME - Duration::from_millis(1)).is_some());
+    assert!(received
+        .usable(now + COOKIE_CLIENT_LIFETIME - Duration::from_millis(1))
+        .is_some());
     assert!(received.usable(now + COOKIE_CLIENT_LIFETIME).is_none());
     assert!(COOKIE_CLIENT_LIFETIME < COOKIE_SECRET_LIFETIME);
 }
@@ -120,7 +131,10 @@ fn load_starts_past_the_threshold_and_lasts_a_second_longer() {
     let mut load = HandshakeLoad::new(10);
     let results: Vec<bool> = (0..11).map(|_| load.record_init(start)).collect();
     assert!(results[..10].iter().all(|under| !under));
-    assert!(results[10], "the eleventh init in a second is past the threshold");
+    assert!(
+        results[10],
+        "the eleventh init in a second is past the threshold"
+    );
     // The next window still remembers the flood.
     assert!(load.record_init(start + Duration::from_millis(1500)));
     // Two quiet windows later the load is gone.
@@ -181,7 +195,10 @@ fn ipv6_sources_share_a_bucket_per_64() {
     let c: Ipv6Addr = "2001:db8:1:3::1".parse().unwrap();
     assert_eq!(limiter.allow(start, a.into()), Ok(()));
     assert_eq!(limiter.allow(start, b.into()), Ok(()));
-    assert_eq!(limiter.allow(start, a.into()), Err(RateLimited::SourceOverRate));
+    assert_eq!(
+        limiter.allow(start, a.into()),
+        Err(RateLimited::SourceOverRate)
+    );
     assert_eq!(limiter.allow(start, c.into()), Ok(()));
 }
 

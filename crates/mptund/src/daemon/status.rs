@@ -47,6 +47,13 @@ pub fn table(report: &Report, interfaces: &Interfaces) -> String {
         .filter(|(_, &count)| count > 0)
         .map(|(reason, count)| format!("{reason}={count}"))
         .collect();
+    if report.cookie_replies_sent > 0 {
+        let _ = writeln!(
+            out,
+            "\ncookie replies sent: {} (handshakes under load)",
+            report.cookie_replies_sent
+        );
+    }
     let _ = writeln!(
         out,
         "\ndrops: {}",
