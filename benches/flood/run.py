@@ -15,8 +15,11 @@ namespace floods the server with genuine-looking handshake inits from spoofed so
   raw socket (`spoof_sender.c`, sendmmsg with IP_HDRINCL). The server routes
   198.19.0.0/16 back to the flood namespace, which drops it (forwarding on, blackhole
   route): no reply leaves the test namespaces.
-- Rounds alternate: transfer without the flood, then with it, `--rounds` times, in one
-  run. Per round: goodput, the server's CPU time (/proc/PID/stat, in % of one core),
+- A second, smaller flood comes from one spoofed address at `--one-source-rate` per
+  second, below the load threshold, so no cookies are asked for: it shows each
+  source's token bucket (20/s, burst 5) at work.
+- Rounds alternate: transfer without a flood, with the spoofed-source flood, with the
+  one-source flood, `--rounds` times, in one run. Per round: goodput, the server's CPU time (/proc/PID/stat, in % of one core),
   its peak RSS (VmHWM), the sender's achieved rate, and the server's counters
   (`mptund status --json`: drops by reason, cookie replies sent).
 
@@ -147,14 +150,17 @@ def run(args) -> dict:
         sender = pair.workdir / "spoof_sender"
         subprocess.run(["cc", "-O2", "-o", str(sender), str(HERE / "spoof_sender.c")], check=True)
         server_pid = pair.server_proc.pid
+        floods = {"spoofed": (args.sources, args.rate), "one_source": (1, args.one_source_rate)}
         for round_number in range(1, args.rounds + 1):
-            for flooded in (False, True):
+            for flood_kind in ("off", "spoofed", "one_source"):
+                flooded = flood_kind != "off"
                 before = server_counters(pair, binary)
                 cpu_before, wall_before = proc_cpu_seconds(server_pid), time.monotonic()
                 flood_proc = None
                 if flooded:
+                    sources, rate = floods[flood_kind]
                     flood_proc = flood.popen(str(sender), str(inits), str(init_len), topo.server_addr, "51900",
-                                             SPOOF_NET, str(args.sources), str(args.rate), "600",
+                                             SPOOF_NET, str(sources), str(rate), "600",
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                     time.sleep(args.flood_lead)  # the flood is on before the transfer starts
                 result = transfer(topo, pair, args.bytes, seed=round_number)
@@ -167,7 +173,7 @@ def run(args) -> dict:
                 wall = time.monotonic() - wall_before
                 after = server_counters(pair, binary)
                 row = {
-                    "round": round_number, "flood": flooded, **result,
+                    "round": round_number, "flood": flood_kind, **result,
                     "server_cpu_percent": round(100 * cpu / wall, 1),
                     "server_peak_rss_mib": round(proc_peak_rss_mib(server_pid), 1),
                     "flood_sender": flood_stats,
@@ -181,16 +187,19 @@ def run(args) -> dict:
                 time.sleep(1.5)  # let the server's load window pass between rounds
         final = server_counters(pair, binary)
         pair.stop()
+    settings = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
     return {"rounds": rounds, "final_server_counters": final, "init_len": init_len,
-            "settings": vars(args)}
+            "settings": settings}
 
 
 def summarize(result: dict) -> dict:
     rows = result["rounds"]
-    quiet = [r["goodput_mbit"] for r in rows if not r["flood"]]
-    flooded = [r["goodput_mbit"] for r in rows if r["flood"]]
+    quiet = [r["goodput_mbit"] for r in rows if r["flood"] == "off"]
+    flooded = [r["goodput_mbit"] for r in rows if r["flood"] == "spoofed"]
+    one_source = [r["goodput_mbit"] for r in rows if r["flood"] == "one_source"]
     ratios = [f / q for q, f in zip(quiet, flooded)]
-    rates = [r["flood_sender"]["rate_per_s"] for r in rows if r["flood"] and "rate_per_s" in r["flood_sender"]]
+    rates = [r["flood_sender"]["rate_per_s"] for r in rows
+             if r["flood"] == "spoofed" and "rate_per_s" in r["flood_sender"]]
     return {
         "goodput_without_mbit_median": round(statistics.median(quiet), 2),
         "goodput_with_mbit_median": round(statistics.median(flooded), 2),
@@ -199,6 +208,7 @@ def summarize(result: dict) -> dict:
         "goodput_without_spread_mbit": round(max(quiet) - min(quiet), 2),
         "goodput_with_spread_mbit": round(max(flooded) - min(flooded), 2),
         "flood_rate_min_per_s": min(rates) if rates else None,
+        "goodput_one_source_mbit_median": round(statistics.median(one_source), 2) if one_source else None,
         "all_byte_exact": all(r["byte_exact"] for r in rows),
     }
 
@@ -211,7 +221,9 @@ def write_markdown(result: dict, summary: dict, path: Path, command: str) -> str
         f"Scenario `two-paths-symmetric` (2 x 20 Mbit/s, 20 ms RTT), client-to-server transfer of "
         f"{result['settings']['bytes'] / 1e6:.0f} MB per round, daemon defaults; flood of "
         f"{result['init_len']}-byte inits (valid mac1, client's key, old timestamps) at "
-        f"{result['settings']['rate']}/s from {result['settings']['sources']} spoofed sources in {SPOOF_PREFIX}.",
+        f"{result['settings']['rate']}/s from {result['settings']['sources']} spoofed sources in {SPOOF_PREFIX} "
+        f"(`spoofed`), or at {result['settings']['one_source_rate']}/s from one spoofed source (`one_source`, "
+        "below the load threshold: only the token bucket stops it).",
         f"Command: `{command}`",
         "",
         f"- goodput without flood (median): **{summary['goodput_without_mbit_median']} Mbit/s**, "
@@ -220,6 +232,7 @@ def write_markdown(result: dict, summary: dict, path: Path, command: str) -> str
         f"- spread across rounds: {summary['goodput_without_spread_mbit']} Mbit/s without, "
         f"{summary['goodput_with_spread_mbit']} Mbit/s with the flood",
         f"- achieved flood rate (lowest round): {summary['flood_rate_min_per_s']} inits/s",
+        f"- goodput with the one-source flood (median): {summary['goodput_one_source_mbit_median']} Mbit/s",
         f"- every transfer byte-exact: {'yes' if summary['all_byte_exact'] else 'NO'}",
         "",
         "| round | flood | goodput Mbit/s | seconds | server CPU % of a core | server peak RSS MiB | inits sent/s | "
@@ -229,7 +242,7 @@ def write_markdown(result: dict, summary: dict, path: Path, command: str) -> str
     for r in result["rounds"]:
         c = r["server_counters"]
         rate = (r["flood_sender"] or {}).get("rate_per_s", "-")
-        lines.append(f"| {r['round']} | {'on' if r['flood'] else 'off'} | {r['goodput_mbit']} | "
+        lines.append(f"| {r['round']} | {r['flood']} | {r['goodput_mbit']} | "
                      f"{r['seconds']:.2f} | {r['server_cpu_percent']} | {r['server_peak_rss_mib']} | {rate} | "
                      f"{c['cookie_replies_sent']} | {c['cookie_required']} | {c['handshake_rate_limited']} | "
                      f"{c['handshake_queue_full']} | {c['handshake_rejected']} |")
@@ -246,6 +259,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=25000, help="inits per second")
     parser.add_argument("--sources", type=int, default=65536, help="spoofed source addresses")
+    parser.add_argument("--one-source-rate", type=int, default=150,
+                        help="inits per second of the one-source flood (below the load threshold)")
     parser.add_argument("--inits", type=int, default=4096, help="distinct inits to replay")
     parser.add_argument("--bytes", type=int, default=40_000_000, help="bytes per transfer")
     parser.add_argument("--flood-lead", type=float, default=2.0,
