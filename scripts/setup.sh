@@ -44,6 +44,8 @@ if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; t
     nice -n 19 cargo install --locked --version "$CARGO_DEB_VERSION" cargo-deb
 fi
 rustup target add aarch64-unknown-linux-musl
+# The test command enforces the no-panic lints of the datagram modules.
+rustup component add clippy
 if $release; then
     rustup target add x86_64-unknown-linux-musl armv7-unknown-linux-gnueabihf
 fi

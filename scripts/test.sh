@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --workspace --bins
+# The datagram modules deny unwrap, expect and unchecked indexing outside tests.
+cargo clippy -p mptund --lib -- -D warnings
 cargo test --workspace
 # aarch64 (most vehicle routers) under emulation, with the qemu runner from
 # .cargo/config.toml: the in-memory session tests, and the binary that

@@ -89,6 +89,8 @@ class DaemonPair:
     duplicate_latency_critical: bool = False
     # Serve Prometheus metrics on this port of each namespace's loopback (None: off).
     metrics_port: int | None = None
+    # Extra `[timers]` settings for both daemons, e.g. {"rekey_after_ms": 2000}.
+    timers: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.binary = mptund_binary()
@@ -113,7 +115,8 @@ class DaemonPair:
                              duplicate_latency_critical=self.duplicate_latency_critical)
                   + toml_table("reorder", max_hold_ms=self.hold_ms, adaptive=self.reorder_adaptive)
                   + toml_table("congestion", controller=self.congestion_controller)
-                  + toml_table("log", stats_interval_ms=self.stats_interval_ms))
+                  + toml_table("log", stats_interval_ms=self.stats_interval_ms)
+                  + toml_table("timers", **self.timers))
         if self.metrics_port is not None:
             common += f'\n[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
         # Each daemon's control socket in the work directory, so that parallel runs

@@ -67,16 +67,19 @@ def receive(conn: socket.socket) -> dict:
     digest, total = hashlib.sha256(), 0
     start = last = time.monotonic()
     longest_gap = 0.0
+    gaps = []  # [wall-clock end, ms] of every gap of 20 ms or more, to match with events
     with conn:
         while chunk := conn.recv(1 << 20):
             now = time.monotonic()
             if total:  # the wait for the first byte is connection set-up, not a gap
                 longest_gap = max(longest_gap, now - last)
+                if now - last >= 0.020:
+                    gaps.append([round(time.time(), 3), round((now - last) * 1000, 1)])
             last = now
             digest.update(chunk)
             total += len(chunk)
     return {"bytes": total, "sha256": digest.hexdigest(), "seconds": time.monotonic() - start,
-            "longest_gap_ms": round(longest_gap * 1000, 1)}
+            "longest_gap_ms": round(longest_gap * 1000, 1), "gaps_over_20ms": gaps}
 
 
 def send(conn: socket.socket, count: int, seed: int) -> dict:

@@ -4,6 +4,11 @@
 //! Buffers are recycled through a [`BufferPool`]: once the pool is warm the data path
 //! allocates nothing per packet.
 
+// Datagrams are built here in pool buffers whose headroom and tailroom fit every
+// header, and paths are indexed by positions the session itself found: no byte
+// from the wire becomes an index, so only unwrap and expect are denied.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use crate::wire::{DATA_META_LEN, PIGGYBACK_LEN_FIELD, TAG_LEN, TRANSPORT_HEADER_LEN};
 
 /// Most bytes of acknowledgement frames that ride in front of an inner packet: a dozen

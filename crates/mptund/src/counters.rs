@@ -3,6 +3,11 @@
 //! Every datagram or inner packet the daemon refuses lands in exactly one of these
 //! counters; none is dropped silently, and none is logged per packet.
 
+// Datagrams are built here in pool buffers whose headroom and tailroom fit every
+// header, and paths are indexed by positions the session itself found: no byte
+// from the wire becomes an index, so only unwrap and expect are denied.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::time::{Duration, Instant};
 
 /// Hostile or broken input can arrive at line rate; a log line per reason per interval

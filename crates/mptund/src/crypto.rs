@@ -10,6 +10,11 @@
 //!
 //! Sealing and opening work in place in the caller's buffer and do not allocate.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::wire::{TransportHeader, WireError, MIN_TRANSPORT_LEN, TAG_LEN, TRANSPORT_HEADER_LEN};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 use std::time::Duration;
@@ -122,12 +127,16 @@ impl SealingKey {
             });
         }
         let parsed = TransportHeader::parse(buf)?;
+        let buf_len = buf.len();
         let (header, rest) = buf.split_at_mut(TRANSPORT_HEADER_LEN);
         let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
         header_bytes.copy_from_slice(header);
         let (body, tail) = rest.split_at_mut(plaintext_len);
         let tag = self.seal_in_place(&header_bytes, parsed.counter, body);
-        tail[..TAG_LEN].copy_from_slice(&tag);
+        let got = buf_len;
+        tail.get_mut(..TAG_LEN)
+            .ok_or(CryptoError::BufferTooSmall { needed, got })?
+            .copy_from_slice(&tag);
         Ok(needed)
     }
 }

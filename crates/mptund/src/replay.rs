@@ -34,6 +34,11 @@
 //! [`ReplayWindow::check`] (cheap, before decryption, drops obvious replays),
 //! then open, then [`ReplayWindow::check_and_update`].
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use thiserror::Error;
 
 /// Bits per ring word.
@@ -112,6 +117,10 @@ impl ReplayWindow {
 
     /// Whether `counter` would be accepted, without recording it. Use before
     /// decrypting to drop replays cheaply.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "word_index reduces modulo the ring's length"
+    )]
     pub fn check(&self, counter: u64) -> Result<(), ReplayError> {
         if counter > self.highest {
             return Ok(());
@@ -127,6 +136,10 @@ impl ReplayWindow {
 
     /// Accepts and records `counter`, or rejects it. Call only after the
     /// datagram carrying `counter` was authenticated.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "slot and word_index reduce modulo the ring's length"
+    )]
     pub fn check_and_update(&mut self, counter: u64) -> Result<(), ReplayError> {
         self.check(counter)?;
         if counter > self.highest {

@@ -206,6 +206,27 @@ fn client_example_parses() {
 }
 
 #[test]
+fn key_renewal_timers_are_read_and_default_to_wireguards() {
+    let dir = KeyDir::new();
+    let text = format!(
+        "{MINIMAL_CLIENT}[timers]\nrekey_after_ms = 2000\nreject_after_ms = 3000\nrekey_after_messages = 1000\n"
+    );
+    let config = client(parse("client.toml", &text, &dir.path).unwrap());
+    let defaults = crate::crypto::KeyLifetime::default();
+    assert_eq!(
+        config.timers.key_lifetime,
+        crate::crypto::KeyLifetime {
+            rekey_after_time: Duration::from_secs(2),
+            reject_after_time: Duration::from_secs(3),
+            rekey_after_messages: 1000,
+            reject_after_messages: defaults.reject_after_messages,
+        }
+    );
+    assert_eq!(defaults.rekey_after_time, Duration::from_secs(120));
+    assert_eq!(defaults.reject_after_time, Duration::from_secs(180));
+}
+
+#[test]
 fn server_example_parses() {
     let dir = KeyDir::new();
     let loaded = parse("server.toml", SERVER_EXAMPLE, &dir.path).unwrap();
@@ -548,6 +569,8 @@ fn broken_configs() -> Vec<Broken> {
         c("capacity out of range", format!("{MINIMAL_CLIENT}[reorder]\ncapacity_packets = 2000000\n"), Some(13), "reorder.capacity_packets", "out of range", "16 to 1048576"),
         c("path_timeout <= keepalive", format!("{MINIMAL_CLIENT}[timers]\nkeepalive_interval_ms = 2000\npath_timeout_ms = 2000\n"), Some(14), "timers.path_timeout_ms", "must be greater than keepalive_interval_ms (2000)", "e.g. 6000"),
         c("keepalive above default path timeout", format!("{MINIMAL_CLIENT}[timers]\nkeepalive_interval_ms = 5000\n"), Some(13), "timers.keepalive_interval_ms", "path_timeout_ms (3000) must be greater", "e.g. 15000"),
+        c("keys rejected before they are renewed", format!("{MINIMAL_CLIENT}[timers]\nrekey_after_ms = 5000\nreject_after_ms = 4000\n"), Some(14), "timers.reject_after_ms", "must be greater than rekey_after_ms (5000)", "reject_after_ms = 7500"),
+        c("message limits the wrong way round", format!("{MINIMAL_CLIENT}[timers]\nrekey_after_messages = 100\nreject_after_messages = 100\n"), Some(14), "timers.reject_after_messages", "must be greater than rekey_after_messages (100)", "at least twice"),
         c("session timeout shorter than path timeout", format!("{MINIMAL_CLIENT}[timers]\nsession_timeout_ms = 2000\n"), Some(13), "timers.session_timeout_ms", "shorter than path_timeout_ms (3000)", "at least 3000"),
         c("server timer in a client", format!("{MINIMAL_CLIENT}[timers]\nsession_idle_timeout_ms = 60000\n"), Some(13), "timers.session_idle_timeout_ms", "not a client setting", "the client counterpart is `session_timeout_ms`"),
         c("stats interval out of range", format!("{MINIMAL_CLIENT}[log]\nstats_interval_ms = 10\n"), Some(13), "log.stats_interval_ms", "10 ms is out of range", "1000 to 86400000"),
@@ -688,7 +711,8 @@ proptest! {
         field in prop::sample::select(vec![
               "[reorder]\nmax_hold_ms", "[reorder]\nmin_hold_ms", "[reorder]\ncapacity_packets", "[timers]\nkeepalive_interval_ms",
             "[timers]\npath_timeout_ms", "[timers]\nhandshake_retry_ms", "[timers]\nsession_timeout_ms",
-            "[log]\nstats_interval_ms",
+            "[timers]\nrekey_after_ms", "[timers]\nreject_after_ms", "[timers]\nrekey_after_messages",
+            "[timers]\nreject_after_messages", "[log]\nstats_interval_ms",
         ]),
         value in any::<i64>(),
     ) {

@@ -1,6 +1,11 @@
 //! UDP sockets for paths: created with socket2 (interface binding, buffer sizes), driven
 //! through quinn-udp (batched receive with GRO and packet info) on tokio.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::task::{Context, Poll};
@@ -126,7 +131,10 @@ impl PathSocket {
         let mut datagrams = 0;
         for (meta, buffer) in metas.iter().zip(buffers.iter()).take(received) {
             let stride = meta.stride.max(1);
-            for segment in buffer[..meta.len].chunks(stride) {
+            let Some(filled) = buffer.get(..meta.len) else {
+                continue;
+            };
+            for segment in filled.chunks(stride) {
                 datagrams += 1;
                 on_datagram(Datagram {
                     bytes: segment,

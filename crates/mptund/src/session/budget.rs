@@ -2,6 +2,11 @@
 //! configured bytes per hour, holding at most a few minutes' worth, so an idle backup
 //! modem costs what its contract allows and no more.
 
+// Datagrams are built here in pool buffers whose headroom and tailroom fit every
+// header, and paths are indexed by positions the session itself found: no byte
+// from the wire becomes an index, so only unwrap and expect are denied.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::time::{Duration, Instant};
 
 /// How much unspent budget may accumulate: a path back from an outage may probe in a

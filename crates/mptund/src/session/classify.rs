@@ -8,6 +8,11 @@
 //! packets without extension headers are looked into; anything unusual is bulk,
 //! which is always safe.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use mptund_sched::PacketClass;
 
 const PROTOCOL_TCP: u8 = 6;
@@ -72,7 +77,8 @@ fn udp_is_dns(datagram: &[u8]) -> bool {
     let port = |at: usize| {
         datagram
             .get(at..at + 2)
-            .map(|bytes| u16::from_be_bytes([bytes[0], bytes[1]]))
+            .and_then(|bytes| <[u8; 2]>::try_from(bytes).ok())
+            .map(u16::from_be_bytes)
     };
     port(0) == Some(DNS_PORT) || port(2) == Some(DNS_PORT)
 }

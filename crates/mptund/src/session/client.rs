@@ -588,7 +588,7 @@ impl ClientCore {
                 &"key renewal answered for a session that has ended",
             );
         };
-        tracing::debug!(
+        tracing::info!(
             session = session.local_id.0,
             keys = keys.local_id.0,
             "session keys renewed"

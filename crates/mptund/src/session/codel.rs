@@ -8,6 +8,11 @@
 //! which is the gentle, once-per-RTT signal a TCP sender answers by halving its
 //! window. This follows the dequeue pseudocode of RFC 8289 §5.4–5.6.
 
+// Datagrams are built here in pool buffers whose headroom and tailroom fit every
+// header, and paths are indexed by positions the session itself found: no byte
+// from the wire becomes an index, so only unwrap and expect are denied.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::time::{Duration, Instant};
 
 /// CoDel's two parameters.

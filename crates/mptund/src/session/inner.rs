@@ -1,6 +1,11 @@
 //! Just enough IPv4/IPv6 header parsing to route and police inner packets: version,
 //! addresses and the length the header claims.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 const IPV4_MIN_HEADER_LEN: usize = 20;
@@ -31,13 +36,12 @@ pub fn inspect(packet: &[u8]) -> Result<InnerHeader, InnerError> {
     let Some(&first) = packet.first() else {
         return Err(InnerError::Truncated { len: 0 });
     };
+    let truncated = InnerError::Truncated { len: packet.len() };
     match first >> 4 {
         4 => {
-            if packet.len() < IPV4_MIN_HEADER_LEN {
-                return Err(InnerError::Truncated { len: packet.len() });
-            }
+            let header: [u8; IPV4_MIN_HEADER_LEN] = array(packet, 0).ok_or(truncated)?;
             let header_len = usize::from(first & 0x0f) * 4;
-            let total_len = usize::from(u16::from_be_bytes([packet[2], packet[3]]));
+            let total_len = usize::from(u16::from_be_bytes([header[2], header[3]]));
             if header_len < IPV4_MIN_HEADER_LEN
                 || total_len < header_len
                 || total_len > packet.len()
@@ -47,8 +51,8 @@ pub fn inspect(packet: &[u8]) -> Result<InnerHeader, InnerError> {
                     len: packet.len(),
                 });
             }
-            let source = Ipv4Addr::new(packet[12], packet[13], packet[14], packet[15]);
-            let destination = Ipv4Addr::new(packet[16], packet[17], packet[18], packet[19]);
+            let source = Ipv4Addr::new(header[12], header[13], header[14], header[15]);
+            let destination = Ipv4Addr::new(header[16], header[17], header[18], header[19]);
             Ok(InnerHeader {
                 source: source.into(),
                 destination: destination.into(),
@@ -56,10 +60,8 @@ pub fn inspect(packet: &[u8]) -> Result<InnerHeader, InnerError> {
             })
         }
         6 => {
-            if packet.len() < IPV6_HEADER_LEN {
-                return Err(InnerError::Truncated { len: packet.len() });
-            }
-            let payload_len = usize::from(u16::from_be_bytes([packet[4], packet[5]]));
+            let header: [u8; IPV6_HEADER_LEN] = array(packet, 0).ok_or(truncated)?;
+            let payload_len = usize::from(u16::from_be_bytes([header[4], header[5]]));
             let total_len = IPV6_HEADER_LEN + payload_len;
             if total_len > packet.len() {
                 return Err(InnerError::BadLength {
@@ -67,19 +69,23 @@ pub fn inspect(packet: &[u8]) -> Result<InnerHeader, InnerError> {
                     len: packet.len(),
                 });
             }
-            let address = |offset: usize| {
-                let mut octets = [0u8; 16];
-                octets.copy_from_slice(&packet[offset..offset + 16]);
-                Ipv6Addr::from(octets)
+            let address = |offset| array::<16>(&header, offset).map(Ipv6Addr::from);
+            let (Some(source), Some(destination)) = (address(8), address(24)) else {
+                return Err(truncated);
             };
             Ok(InnerHeader {
-                source: address(8).into(),
-                destination: address(24).into(),
+                source: source.into(),
+                destination: destination.into(),
                 total_len,
             })
         }
         version => Err(InnerError::UnknownVersion(version)),
     }
+}
+
+/// `N` bytes of `bytes` from `offset`, if there are that many.
+fn array<const N: usize>(bytes: &[u8], offset: usize) -> Option<[u8; N]> {
+    bytes.get(offset..offset.checked_add(N)?)?.try_into().ok()
 }
 
 #[cfg(test)]

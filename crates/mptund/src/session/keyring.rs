@@ -6,6 +6,11 @@
 //! Every key pair has its own receiver id, so the header of a datagram names the
 //! keys that open it, and its own nonce counter and replay window.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::time::Instant;
 
 use crate::counters::DropReason;

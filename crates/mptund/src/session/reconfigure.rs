@@ -8,6 +8,11 @@
 //! is its state dropped. A path that joins gets a path id this session never used, so
 //! the peer can never confuse it with a path it still remembers.
 
+// Datagrams are built here in pool buffers whose headroom and tailroom fit every
+// header, and paths are indexed by positions the session itself found: no byte
+// from the wire becomes an index, so only unwrap and expect are denied.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::time::Instant;
 
 use mptund_sched::{AdaptiveHold, AnyScheduler, PathId};

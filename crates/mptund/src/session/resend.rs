@@ -3,6 +3,11 @@
 //! congestion loss waits its turn for a window. What cannot be sent again is reported
 //! to the receiver (a GaveUp frame) so its reorder buffer stops waiting for it.
 
+// Datagrams are built here in pool buffers whose headroom and tailroom fit every
+// header, and paths are indexed by positions the session itself found: no byte
+// from the wire becomes an index, so only unwrap and expect are denied.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::collections::VecDeque;
 use std::time::Instant;
 

@@ -3,6 +3,11 @@
 //! queued briefly when every path is full, and re-sent on another path when the path
 //! they took loses them or goes down.
 
+// Datagrams are built here in pool buffers whose headroom and tailroom fit every
+// header, and paths are indexed by positions the session itself found: no byte
+// from the wire becomes an index, so only unwrap and expect are denied.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::time::{Duration, Instant};
 
 use mptund_sched::{
@@ -267,17 +272,19 @@ impl Session {
         let start = meta_start - TRANSPORT_HEADER_LEN;
         let buf = packet.buffer_mut();
         buf[start..meta_start].copy_from_slice(&header);
-        meta.emit(
-            (&mut buf[meta_start..meta_start + DATA_META_LEN])
-                .try_into()
-                .expect("data metadata is 12 bytes"),
-        );
+        let mut meta_bytes = [0u8; DATA_META_LEN];
+        meta.emit(&mut meta_bytes);
+        buf[meta_start..meta_start + DATA_META_LEN].copy_from_slice(&meta_bytes);
         let tag = key.seal_in_place(&header, counter, &mut buf[meta_start..inner_end]);
         buf[inner_end..inner_end + TAG_LEN].copy_from_slice(&tag);
         packet.set_range(start, inner_end + TAG_LEN);
         let backlog = !self.send_queue.packets.is_empty();
         let path = &mut self.paths[index];
         path.on_sent(now, packet_number, packet.len(), Some(seq.0), true, backlog);
+        #[allow(
+            clippy::expect_used,
+            reason = "a path without an address is down to the scheduler (SessionPath::scheduler_state)"
+        )]
         Outgoing {
             socket: path.socket,
             destination: path
@@ -328,11 +335,9 @@ impl Session {
         let (header, counter, key) = self.keys.next_header(PacketType::Control, path_id.0);
         let buf = packet.buffer_mut();
         buf[..TRANSPORT_HEADER_LEN].copy_from_slice(&header);
-        meta.emit(
-            (&mut buf[TRANSPORT_HEADER_LEN..frames_start])
-                .try_into()
-                .expect("control metadata is 8 bytes"),
-        );
+        let mut meta_bytes = [0u8; CONTROL_META_LEN];
+        meta.emit(&mut meta_bytes);
+        buf[TRANSPORT_HEADER_LEN..frames_start].copy_from_slice(&meta_bytes);
         let body_end = frames_start + frames_len;
         let tag = key.seal_in_place(&header, counter, &mut buf[TRANSPORT_HEADER_LEN..body_end]);
         buf[body_end..body_end + TAG_LEN].copy_from_slice(&tag);

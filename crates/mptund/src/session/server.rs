@@ -453,9 +453,10 @@ impl ServerCore {
                 .is_some_and(|entry| Some(entry.session.keys.current().local_id) == fields.renews)
         });
         let path_id = PathId(fields.path_id);
+        // A session keeps its first id as its name after those keys are gone.
         let local_id = loop {
             let id = random_session_id();
-            if !self.key_ids.contains_key(&id) {
+            if !self.key_ids.contains_key(&id) && !self.sessions.contains_key(&id) {
                 break id;
             }
         };
