@@ -31,6 +31,10 @@
 //!
 //! Everything here is sans-IO: time is a parameter, and the only system call is
 //! for randomness (secrets and nonces).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

@@ -819,6 +819,11 @@ impl Engine for ClientCore {
             return;
         };
         let was_open = self.paths()[index].socket_open;
+        if open && !was_open {
+            // A new socket may have a new address: a cookie for the old one is useless.
+            self.cookies
+                .retain(|(cookie_socket, _)| *cookie_socket != socket);
+        }
         match &mut self.session {
             Some(session) if was_open && !open => {
                 session.on_socket_closed(now, index, &mut self.pool, &mut self.drops, out);

@@ -4,6 +4,7 @@
 use super::*;
 use crate::cookie::{self, Cookie, CookieReplyKey, HandshakeLimits, COOKIE_SECRET_LIFETIME};
 use crate::handshake::{self, InitFields};
+use crate::session::server::INITS_PER_WAKE;
 use crate::wire::{
     self, field, CookieReply, PacketType, COOKIE_REPLY_LEN, HANDSHAKE_INIT_LEN,
     HANDSHAKE_RESPONSE_LEN,
@@ -281,7 +282,7 @@ fn inits_are_answered_a_few_per_wake_up_while_transport_datagrams_flow() {
     );
     net.server_wakes(now);
     let per_wake = net.server_drops(DropReason::HandshakeRejected) - rejected_before;
-    assert_eq!(per_wake, 4, "at most four inits per wake-up");
+    assert_eq!(per_wake as usize, INITS_PER_WAKE, "a few inits per wake-up");
 
     // A data datagram arriving now is handled at once, not behind the queue.
     net.client_sends(9, 500);
@@ -291,7 +292,7 @@ fn inits_are_answered_a_few_per_wake_up_while_transport_datagrams_flow() {
     assert_eq!(tags_of(&net.server_received), vec![9]);
     assert_eq!(
         net.server_drops(DropReason::HandshakeRejected) - rejected_before,
-        4,
+        INITS_PER_WAKE as u64,
         "the rest still waits"
     );
 
