@@ -362,10 +362,11 @@ impl ClientCore {
             tracing::debug!("no path socket open; handshake postponed");
             return;
         }
-        let retry = self
-            .retry_on_socket
-            .take()
-            .and_then(|socket| candidates.iter().find(|c| c.1 == socket));
+        let retry = self.retry_on_socket.take().and_then(|socket| {
+            candidates
+                .iter()
+                .find(|(_, candidate_socket, _, _)| *candidate_socket == socket)
+        });
         let (path_id, socket, remote, name) = match retry {
             Some(candidate) => candidate.clone(),
             None => {
@@ -487,13 +488,15 @@ impl ClientCore {
             Some((_, slot)) => *slot = stored,
             None => self.cookies.push((received.socket, stored)),
         }
-        tracing::info!(
-            socket = received.socket,
-            "the server is under load: retrying the handshake with its cookie"
-        );
         if retry_now {
+            tracing::info!(
+                socket = received.socket,
+                "the server is under load: repeating the handshake with its cookie"
+            );
             self.retry_on_socket = Some(received.socket);
             self.next_handshake_at = now;
+        } else {
+            tracing::info!(socket = received.socket, "the server refused our cookie (a new address?): its new one goes with the next attempt");
         }
     }
 
