@@ -903,9 +903,11 @@ impl<'a> HandshakeResponse<'a> {
 /// A checked view of a CookieReply datagram (exactly [`COOKIE_REPLY_LEN`] bytes).
 #[derive(Debug, Clone, Copy)]
 pub struct CookieReply<'a> {
-    bytes: &'a [u8],
+    /// A fixed-size array: every field below is a constant range inside it.
+    bytes: &'a [u8; COOKIE_REPLY_LEN],
 }
 
+#[deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 impl<'a> CookieReply<'a> {
     /// Checks length, type, version, reserved byte and path id. Says nothing about
     /// authenticity: the sealed cookie must open under the init's mac1.
@@ -916,7 +918,11 @@ impl<'a> CookieReply<'a> {
             PacketType::CookieReply,
             "CookieReply",
         )?;
-        Ok(CookieReply { bytes: datagram })
+        let bytes = datagram.try_into().map_err(|_| WireError::WrongLength {
+            expected: COOKIE_REPLY_LEN,
+            got: datagram.len(),
+        })?;
+        Ok(CookieReply { bytes })
     }
 
     /// Path id, echoed from the init this answers.
