@@ -494,10 +494,13 @@ impl SourceRateLimiter {
 }
 
 /// IPv4 addresses count one by one; IPv6 by /64, since one host usually has a whole
-/// /64 to pick source addresses from.
+/// /64 to pick source addresses from. An IPv4 client of a dual-stack socket arrives
+/// as an IPv4-mapped IPv6 address and counts as its IPv4 address (all of IPv4 is in
+/// one /64 of the mapped range).
 fn source_key(source: IpAddr) -> IpAddr {
     match source {
         IpAddr::V4(_) => source,
+        IpAddr::V6(ip) if ip.to_ipv4_mapped().is_some() => source,
         IpAddr::V6(ip) => {
             let prefix = u128::from(ip) & !((1u128 << 64) - 1);
             IpAddr::V6(prefix.into())

@@ -203,6 +203,20 @@ fn ipv6_sources_share_a_bucket_per_64() {
 }
 
 #[test]
+fn ipv4_mapped_sources_of_a_dual_stack_socket_count_one_by_one() {
+    let start = Instant::now();
+    let mut limiter = SourceRateLimiter::new(20, 1, 16);
+    let a: Ipv6Addr = "::ffff:198.18.1.2".parse().unwrap();
+    let b: Ipv6Addr = "::ffff:198.18.1.3".parse().unwrap();
+    assert_eq!(limiter.allow(start, a.into()), Ok(()));
+    assert_eq!(limiter.allow(start, b.into()), Ok(()));
+    assert_eq!(
+        limiter.allow(start, a.into()),
+        Err(RateLimited::SourceOverRate)
+    );
+}
+
+#[test]
 fn the_bucket_table_stays_bounded_under_spoofed_sources() {
     let start = Instant::now();
     let mut limiter = SourceRateLimiter::new(20, 5, 100);
