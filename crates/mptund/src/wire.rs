@@ -948,7 +948,6 @@ pub struct CookieReply<'a> {
     bytes: &'a [u8; COOKIE_REPLY_LEN],
 }
 
-#[deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 impl<'a> CookieReply<'a> {
     /// Checks length, type, version, reserved byte and path id. Says nothing about
     /// authenticity: the sealed cookie must open under the init's mac1.
