@@ -94,6 +94,19 @@ def server_counters(pair, binary: str) -> dict:
     return counters
 
 
+def nonzero_drops(pair, binary: str, side: str) -> dict:
+    ns = pair.client_ns if side == "client" else pair.server_ns
+    report = json.loads(ns.output(binary, "status", "--socket", pair.control_socket(side), "--json"))
+    return {reason: count for reason, count in report.get("drops", {}).items() if count}
+
+
+def udp_receive_errors(ns) -> int:
+    """The namespace's UDP RcvbufErrors: datagrams the kernel dropped because a
+    socket's receive buffer was full."""
+    lines = [line.split() for line in ns.output("cat", "/proc/net/snmp").splitlines() if line.startswith("Udp:")]
+    return int(dict(zip(lines[0], lines[1]))["RcvbufErrors"])
+
+
 def build_flood_namespace(topo, bed) -> object:
     flood = bed.netns("flood")
     flood.sysctl("net.ipv6.conf.all.disable_ipv6", "1")
@@ -155,6 +168,7 @@ def run(args) -> dict:
             for flood_kind in ("off", "spoofed", "one_source"):
                 flooded = flood_kind != "off"
                 before = server_counters(pair, binary)
+                rcvbuf_before = udp_receive_errors(topo.server)
                 cpu_before, wall_before = proc_cpu_seconds(server_pid), time.monotonic()
                 flood_proc = None
                 if flooded:
@@ -178,6 +192,8 @@ def run(args) -> dict:
                     "server_peak_rss_mib": round(proc_peak_rss_mib(server_pid), 1),
                     "flood_sender": flood_stats,
                     "server_counters": {key: after[key] - before.get(key, 0) for key in after},
+                    "server_udp_rcvbuf_errors": udp_receive_errors(topo.server) - rcvbuf_before,
+                    "client_drops_so_far": nonzero_drops(pair, binary, "client"),
                 }
                 row["goodput_mbit"] = round(row["goodput_mbit"], 2)
                 print(json.dumps(row), flush=True)
@@ -187,9 +203,10 @@ def run(args) -> dict:
                 time.sleep(1.5)  # let the server's load window pass between rounds
         final = server_counters(pair, binary)
         pair.stop()
+    result_load = [round(x, 2) for x in os.getloadavg()]
     settings = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
     return {"rounds": rounds, "final_server_counters": final, "init_len": init_len,
-            "settings": settings}
+            "settings": settings, "load_average_at_end": result_load}
 
 
 def summarize(result: dict) -> dict:
@@ -224,7 +241,8 @@ def write_markdown(result: dict, summary: dict, path: Path, command: str) -> str
         f"{result['settings']['rate']}/s from {result['settings']['sources']} spoofed sources in {SPOOF_PREFIX} "
         f"(`spoofed`), or at {result['settings']['one_source_rate']}/s from one spoofed source (`one_source`, "
         "below the load threshold: only the token bucket stops it).",
-        f"Command: `{command}`",
+        f"Command: `{command}`. Load average (1, 5, 15 min) at the end of the run: "
+        f"{result.get('load_average_at_end')} (other builds share the machine).",
         "",
         f"- goodput without flood (median): **{summary['goodput_without_mbit_median']} Mbit/s**, "
         f"with flood: **{summary['goodput_with_mbit_median']} Mbit/s**, "

@@ -105,6 +105,10 @@ pub struct ServerCore {
     cookie_reply_key: CookieReplyKey,
     init_limiter: SourceRateLimiter,
     queued_inits: VecDeque<QueuedInit>,
+    /// Cookie replies made during a batch of reads: they go out after the batch's
+    /// acknowledgements ([`Engine::flush_acks`]), so a flood never delays the
+    /// sessions' own datagrams.
+    cookie_replies: Vec<Outgoing>,
     cookie_replies_sent: u64,
 }
 
@@ -134,6 +138,7 @@ impl ServerCore {
                 SOURCE_TABLE_CAPACITY,
             ),
             queued_inits: VecDeque::with_capacity(INIT_QUEUE_CAPACITY),
+            cookie_replies: Vec::new(),
             cookie_replies_sent: 0,
             responder,
             routes: routes_of(&peers),
@@ -174,13 +179,7 @@ impl ServerCore {
     /// bucket; room in the queue. What passes waits in the queue, and
     /// [`Engine::handle_timeout`] answers at most [`INITS_PER_WAKE`] per call, so a
     /// flood of inits never holds up transport datagrams for long.
-    fn admit_init(
-        &mut self,
-        now: Instant,
-        received: Received,
-        packet: Packet,
-        out: &mut Vec<Outgoing>,
-    ) {
+    fn admit_init(&mut self, now: Instant, received: Received, packet: Packet) {
         let init = match HandshakeInit::new_checked(packet.bytes()) {
             Ok(init) => init,
             Err(error) => {
@@ -214,7 +213,7 @@ impl ServerCore {
                 .get_or_insert_with(|| CookieSecrets::new(now))
                 .verify_mac2(now, received.from, init.mac2_input(), init.mac2())
         {
-            self.send_cookie_reply(now, &received, init, out);
+            self.make_cookie_reply(now, &received, init);
             let detail = format_args!("handshake from {} under load", received.from);
             return refuse(
                 &mut self.pool,
@@ -260,13 +259,7 @@ impl ServerCore {
 
     /// Answers an init with a cookie for its source address, sealed under its mac1.
     /// 52 bytes for an init of 148: no amplification.
-    fn send_cookie_reply(
-        &mut self,
-        now: Instant,
-        received: &Received,
-        init: HandshakeInit<'_>,
-        out: &mut Vec<Outgoing>,
-    ) {
+    fn make_cookie_reply(&mut self, now: Instant, received: &Received, init: HandshakeInit<'_>) {
         let secrets = self
             .cookie_secrets
             .get_or_insert_with(|| CookieSecrets::new(now));
@@ -286,7 +279,7 @@ impl ServerCore {
         CookieReply::emit(message, init.path_id(), init.sender(), &nonce, &sealed);
         reply.set_range(start, start + COOKIE_REPLY_LEN);
         self.cookie_replies_sent += 1;
-        out.push(Outgoing {
+        self.cookie_replies.push(Outgoing {
             socket: received.socket,
             destination: received.from,
             source_ip: received.local_ip,
@@ -725,7 +718,7 @@ impl Engine for ServerCore {
     ) {
         let wire_len = packet.len();
         match wire::packet_type(packet.bytes()) {
-            Ok(PacketType::HandshakeInit) => self.admit_init(now, received, packet, out),
+            Ok(PacketType::HandshakeInit) => self.admit_init(now, received, packet),
             Ok(
                 packet_type @ (PacketType::Data | PacketType::Control | PacketType::DataWithFrames),
             ) => {
@@ -818,6 +811,7 @@ impl Engine for ServerCore {
         for entry in self.sessions.values_mut() {
             entry.session.send_due_acks(now, false, &mut self.pool, out);
         }
+        out.append(&mut self.cookie_replies);
     }
 
     fn on_transmitted(&mut self, outgoing: Outgoing) {

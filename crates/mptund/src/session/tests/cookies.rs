@@ -64,6 +64,8 @@ impl Net {
         let packet = self.server.pool().take_copy(bytes).unwrap();
         let mut out = Vec::new();
         self.server.handle_datagram(now, received, packet, &mut out);
+        // As the daemon does after every batch of reads; cookie replies go out here.
+        self.server.flush_acks(now, &mut out);
         self.sent_by_server(out)
     }
 
@@ -332,4 +334,46 @@ fn a_full_queue_drops_and_counts_and_half_a_queue_is_load() {
     }
     assert_eq!(net.server_drops(DropReason::CookieRequired), 136);
     assert_eq!(net.server_drops(DropReason::HandshakeQueueFull), 200 - 128);
+}
+
+#[test]
+fn cookie_replies_go_out_after_the_batchs_acknowledgements() {
+    let mut net = Net::established(&[10], Duration::from_millis(100));
+    net.server.set_handshake_limits(ALWAYS_UNDER_LOAD);
+    net.client_sends(1, 500);
+    net.client_sends(2, 500);
+    let data: Vec<Vec<u8>> = net.wire.drain(..).map(|datagram| datagram.bytes).collect();
+    assert_eq!(data.len(), 2);
+    let now = net.now + Duration::from_millis(10);
+    let init = net.signed_init(1, None);
+    // One batch of reads: data, an init, data; then the end of the batch.
+    let mut out = Vec::new();
+    for (from, bytes) in [
+        (client_addr(0), &data[0]),
+        (spoofed(1), &init),
+        (client_addr(0), &data[1]),
+    ] {
+        let received = Received {
+            socket: 0,
+            from,
+            local_ip: Some(SERVER_ADDR.ip()),
+        };
+        let packet = net.server.pool().take_copy(bytes).unwrap();
+        net.server.handle_datagram(now, received, packet, &mut out);
+    }
+    net.server.flush_acks(now, &mut out);
+    let sent = net.sent_by_server(out);
+    let kinds: Vec<_> = sent.iter().map(|bytes| wire::packet_type(bytes)).collect();
+    assert_eq!(
+        kinds.last(),
+        Some(&Ok(PacketType::CookieReply)),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds[..kinds.len() - 1]
+            .iter()
+            .all(|kind| kind.is_ok_and(|kind| kind.is_transport())),
+        "{kinds:?}"
+    );
+    assert!(kinds.len() >= 2, "the data was acknowledged: {kinds:?}");
 }
