@@ -2,10 +2,14 @@
 //! QUIC: an authenticated datagram from a new address on a path proves only that
 //! someone holds a copy of it, not that the peer receives there.
 //!
-//! - Only an authenticated datagram that carries the highest nonce counter the
-//!   session has accepted (section 9.3: "the highest-numbered non-probing packet")
-//!   makes the new address a *candidate*; a delayed copy or one an attacker raced
-//!   from elsewhere with an older counter is counted as `unvalidated_path`.
+//! - Only an authenticated datagram whose nonce counter is the highest its path has
+//!   accepted (section 9.3: "the highest-numbered non-probing packet"; per path, as
+//!   multipath QUIC numbers packets per path) makes the new address a *candidate*;
+//!   a delayed datagram, or a copy of one, is counted as `unvalidated_path`. The
+//!   session-wide highest would not do: on a path slower than another, datagrams
+//!   are overtaken by the other path's later ones and are never the session's
+//!   newest while both carry traffic, so a rebinding there would wait for the
+//!   traffic to pause.
 //! - The candidate gets a PathChallenge with 8 unpredictable bytes (section 8.2.1);
 //!   the path moves only when the peer echoes them in a PathResponse, which it can
 //!   only seal if the challenge reached it. Until then the path keeps sending to its
@@ -32,10 +36,14 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use super::{Outgoing, Received, Session};
+use super::keyring::{KeySlot, Opened};
+use super::{Outgoing, Received, Session, SessionPath};
 use crate::buffers::BufferPool;
 use crate::counters::{DropCounters, DropReason};
-use crate::wire::{self, Frame, CONTROL_META_LEN, PATH_TOKEN_LEN, TAG_LEN, TRANSPORT_HEADER_LEN};
+use crate::wire::{
+    self, Frame, SessionId, TransportHeader, CONTROL_META_LEN, PATH_TOKEN_LEN, TAG_LEN,
+    TRANSPORT_HEADER_LEN,
+};
 
 /// RFC 9000 section 8.1: at most three times the bytes received from an address
 /// that is not validated.
@@ -130,10 +138,37 @@ impl Validation {
     }
 }
 
+/// The highest nonce counter a path has authenticated, and the keys it was under
+/// (every key pair has its own counter).
+#[derive(Clone, Copy, Debug)]
+pub struct NewestCounter {
+    keys: SessionId,
+    counter: u64,
+}
+
+/// Records an authenticated datagram's counter on `path`; returns whether it is the
+/// highest the path has seen. Datagrams under the previous keys never are; the first
+/// under renewed keys always is.
+fn is_newest_on_path(path: &mut SessionPath, header: &TransportHeader, opened: &Opened) -> bool {
+    if opened.slot == KeySlot::Previous {
+        return false;
+    }
+    let newest = path
+        .newest_counter
+        .is_none_or(|seen| seen.keys != header.receiver || header.counter > seen.counter);
+    if newest {
+        path.newest_counter = Some(NewestCounter {
+            keys: header.receiver,
+            counter: header.counter,
+        });
+    }
+    newest
+}
+
 impl Session {
-    /// Server: path `index` just authenticated a datagram of `wire_len` bytes from
-    /// `received.from`; `newest` says whether its counter is the highest the session
-    /// has accepted. Starts or feeds a validation when the address is new.
+    /// Server: path `index` just authenticated (`opened`) a datagram of `wire_len`
+    /// bytes with `header` from `received.from`. Starts or feeds a validation when
+    /// the address is new.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn on_peer_address(
         &mut self,
@@ -141,7 +176,8 @@ impl Session {
         index: usize,
         received: &Received,
         wire_len: usize,
-        newest: bool,
+        header: &TransportHeader,
+        opened: &Opened,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
@@ -150,6 +186,7 @@ impl Session {
         let Some(path) = self.paths.get_mut(index) else {
             return;
         };
+        let newest = is_newest_on_path(path, header, opened);
         let Some(validated) = path.remote else {
             return;
         };
@@ -205,7 +242,7 @@ impl Session {
                     now,
                     DropReason::UnvalidatedPath,
                     &format_args!(
-                        "path {}: a datagram from {} is not the newest; the path stays at {validated}",
+                        "path {}: a datagram from {} is not the path's newest; the path stays at {validated}",
                         path.name, received.from
                     ),
                 );
@@ -262,7 +299,8 @@ impl Session {
             .get_mut(index)
             .and_then(|path| path.validation.as_mut())
         {
-            if let Some(slot) = validation.tokens.get_mut(validation.attempts - 1) {
+            let slot = validation.attempts.checked_sub(1);
+            if let Some(slot) = slot.and_then(|slot| validation.tokens.get_mut(slot)) {
                 *slot = token;
             }
             validation.sent_bytes += len;

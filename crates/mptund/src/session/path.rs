@@ -13,7 +13,7 @@ use mptund_probe::{
 use mptund_sched::{PathId, PathState, PathView};
 
 use super::budget::ProbeBudget;
-use super::migration::Validation;
+use super::migration::{NewestCounter, Validation};
 use super::{ClientPathSettings, SessionSettings};
 use crate::buffers::{BufferPool, Packet};
 
@@ -68,6 +68,9 @@ pub struct SessionPath {
     pub counters: PathCounters,
     /// Data datagrams of this path that were re-sent elsewhere.
     pub reinjected_away: u64,
+    /// Server: the newest datagram authenticated on this path (only such a one may
+    /// start a validation).
+    pub newest_counter: Option<NewestCounter>,
     /// Server: a new address the peer was seen at, until it answers a challenge.
     pub validation: Option<Validation>,
     pub validations_started: u64,
@@ -159,6 +162,7 @@ impl SessionPath {
             budget: ProbeBudget::new(now, settings.probe_budget_bytes_per_hour),
             counters: PathCounters::default(),
             reinjected_away: 0,
+            newest_counter: None,
             validation: None,
             validations_started: 0,
             validations_succeeded: 0,
