@@ -332,3 +332,39 @@ fn a_rebinding_on_a_path_slower_than_the_others_migrates_under_load() {
     net.run_for(Duration::from_millis(300));
     assert_eq!(net.server_received.len(), 400);
 }
+
+#[test]
+fn a_rebinding_after_a_key_renewal_migrates_although_the_new_counters_start_at_zero() {
+    let settings = SessionSettings {
+        key_lifetime: crate::crypto::KeyLifetime {
+            rekey_after_time: Duration::from_secs(2),
+            reject_after_time: Duration::from_secs(3),
+            ..crate::crypto::KeyLifetime::default()
+        },
+        ..settings(Duration::from_millis(100))
+    };
+    let mut net = Net::established_with(&[10, 10], settings);
+    // Many datagrams under the first keys: their counters exceed what the renewed
+    // keys start with.
+    let mut tag = 0;
+    while net.server.report(net.now).sessions[0].key_renewals == 0 {
+        net.client_sends(tag, 200);
+        net.run_for(Duration::from_millis(2));
+        tag += 1;
+    }
+    net.run_for(Duration::from_millis(100));
+    net.client_addrs[0] = rebound();
+    for _ in 0..20 {
+        net.client_sends(tag, 200);
+        net.run_for(Duration::from_millis(2));
+        tag += 1;
+    }
+    net.run_for(Duration::from_millis(100));
+    let path = &net.server_paths()[0];
+    assert_eq!(path.remote, Some(rebound().to_string()));
+    assert_eq!(
+        (path.validations_started, path.validations_succeeded),
+        (1, 1)
+    );
+    assert_eq!(net.server_received.len(), tag as usize);
+}
