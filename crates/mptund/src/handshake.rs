@@ -39,6 +39,11 @@
 //! using keys outside Noise's own nonce discipline; mptund keeps its own: one
 //! explicit 64-bit counter per direction, never reused, checked by a replay window.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::crypto::{SessionKeys, KEY_LEN};
 use crate::keys::{PrivateKey, PublicKey};
 use crate::wire::field;
@@ -157,9 +162,12 @@ pub fn write_mac1(server: &PublicKey, init: &mut [u8; HANDSHAKE_INIT_LEN]) {
 }
 
 fn mac1(key: &hmac::Key, input: &[u8]) -> [u8; MAC1_LEN] {
-    let mut out = [0u8; MAC1_LEN];
-    out.copy_from_slice(&hmac::sign(key, input).as_ref()[..MAC1_LEN]);
-    out
+    let tag = hmac::sign(key, input);
+    // HMAC-SHA256 tags are 32 bytes.
+    tag.as_ref()
+        .first_chunk::<MAC1_LEN>()
+        .copied()
+        .unwrap_or([0; MAC1_LEN])
 }
 
 /// Compares without an early exit, so the time taken does not reveal how

@@ -12,6 +12,11 @@
 //! panicking, emitting writes into fixed-size caller buffers, and nothing here
 //! allocates. All integers are big-endian.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use core::fmt;
 use thiserror::Error;
 
@@ -241,16 +246,32 @@ impl fmt::Display for SessionId {
     }
 }
 
+/// Reads a field whose presence the caller checked; a range the bytes do not
+/// hold reads as zero instead of panicking.
 fn read_u32(bytes: &[u8], range: core::ops::Range<usize>) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[range]);
-    u32::from_be_bytes(word)
+    bytes
+        .get(range)
+        .and_then(|word| word.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
 }
 
+/// As [`read_u32`].
 fn read_u64(bytes: &[u8], range: core::ops::Range<usize>) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[range]);
-    u64::from_be_bytes(word)
+    bytes
+        .get(range)
+        .and_then(|word| word.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// The four common bytes: type, path id, version, reserved.
+fn common(datagram: &[u8]) -> Result<[u8; 4], WireError> {
+    datagram
+        .first_chunk::<4>()
+        .copied()
+        .ok_or(WireError::Truncated {
+            needed: field::COMMON.end,
+            got: datagram.len(),
+        })
 }
 
 fn check_len(bytes: &[u8], needed: usize) -> Result<(), WireError> {
@@ -266,25 +287,24 @@ fn check_len(bytes: &[u8], needed: usize) -> Result<(), WireError> {
 /// Reads the packet type of a datagram, checking that the four common bytes
 /// are present. This is the first dispatch step for every received datagram.
 pub fn packet_type(datagram: &[u8]) -> Result<PacketType, WireError> {
-    check_len(datagram, field::COMMON.end)?;
-    PacketType::try_from(datagram[field::TYPE])
+    let [packet_type, ..] = common(datagram)?;
+    PacketType::try_from(packet_type)
 }
 
 /// Checks the version, reserved and path id bytes of a datagram whose length was
 /// checked.
 fn check_common(datagram: &[u8], expected: u8) -> Result<(), WireError> {
-    let version = datagram[field::VERSION];
+    let [_, path_id, version, reserved] = common(datagram)?;
     if version != expected {
         return Err(WireError::BadVersion {
             expected,
             got: version,
         });
     }
-    let reserved = datagram[field::RESERVED];
     if reserved != 0 {
         return Err(WireError::BadReserved(reserved));
     }
-    check_path_id(datagram[field::PATH_ID])?;
+    check_path_id(path_id)?;
     Ok(())
 }
 
@@ -296,10 +316,9 @@ fn check_path_id(path_id: u8) -> Result<u8, WireError> {
 }
 
 fn emit_common(out: &mut [u8], packet_type: PacketType, path_id: u8, version: u8) {
-    out[field::TYPE] = packet_type.into();
-    out[field::PATH_ID] = path_id;
-    out[field::VERSION] = version;
-    out[field::RESERVED] = 0;
+    if let Some(common) = out.first_chunk_mut::<4>() {
+        *common = [packet_type.into(), path_id, version, 0];
+    }
 }
 
 /// The 16-byte header of Data and Control datagrams. It is the AEAD's
@@ -324,7 +343,8 @@ impl TransportHeader {
     /// a tag follows; opening the datagram does.
     pub fn parse(datagram: &[u8]) -> Result<Self, WireError> {
         check_len(datagram, TRANSPORT_HEADER_LEN)?;
-        let packet_type = PacketType::try_from(datagram[field::TYPE])?;
+        let [packet_type, path_id, ..] = common(datagram)?;
+        let packet_type = PacketType::try_from(packet_type)?;
         if !packet_type.is_transport() {
             return Err(WireError::UnexpectedType {
                 expected: "Data or Control",
@@ -334,7 +354,7 @@ impl TransportHeader {
         check_common(datagram, TRANSPORT_VERSION)?;
         Ok(TransportHeader {
             packet_type,
-            path_id: datagram[field::PATH_ID],
+            path_id,
             receiver: SessionId(read_u32(datagram, field::TRANSPORT_RECEIVER)),
             counter: read_u64(datagram, field::TRANSPORT_COUNTER),
         })
@@ -560,14 +580,17 @@ impl<'a> Frame<'a> {
                 if body.len() < ACK_FIXED_LEN + ACK_RANGE_LEN {
                     return Err(too_short(ACK_FIXED_LEN + ACK_RANGE_LEN));
                 }
-                let ranges = &body[ACK_FIXED_LEN..];
+                let ranges = body.get(ACK_FIXED_LEN..).unwrap_or_default();
                 if ranges.len() % ACK_RANGE_LEN != 0 {
                     return Err(too_short(
                         ACK_FIXED_LEN + ranges.len().next_multiple_of(ACK_RANGE_LEN),
                     ));
                 }
+                let Some((&path_id, _)) = body.split_first() else {
+                    return Err(too_short(ACK_FIXED_LEN + ACK_RANGE_LEN));
+                };
                 Ok(Frame::Ack {
-                    path_id: check_path_id(body[0])?,
+                    path_id: check_path_id(path_id)?,
                     ack_delay_us: read_u32(body, 1..5),
                     largest_owd_raw_us: read_u32(body, 5..9),
                     ranges: AckRangesView { bytes: ranges },
@@ -577,9 +600,12 @@ impl<'a> Frame<'a> {
                 if body.len() < GAVE_UP_BODY_LEN {
                     return Err(too_short(GAVE_UP_BODY_LEN));
                 }
+                let Some(&[a, b, c, d, e, f]) = body.first_chunk::<GAVE_UP_BODY_LEN>() else {
+                    return Err(too_short(GAVE_UP_BODY_LEN));
+                };
                 Ok(Frame::GaveUp {
-                    first_seq: read_u32(body, 0..4),
-                    count: u16::from_be_bytes([body[4], body[5]]),
+                    first_seq: u32::from_be_bytes([a, b, c, d]),
+                    count: u16::from_be_bytes([e, f]),
                 })
             }
             frame_type::PATH_CHALLENGE | frame_type::PATH_RESPONSE => {
@@ -635,15 +661,15 @@ impl<'a> Iterator for Frames<'a> {
 impl<'a> Frames<'a> {
     fn next_frame(&mut self) -> Result<Frame<'a>, WireError> {
         let rest = self.rest;
-        if rest.len() < FRAME_HEADER_LEN {
+        let Some((&[frame_type, len_high, len_low], after_header)) =
+            rest.split_first_chunk::<FRAME_HEADER_LEN>()
+        else {
             return Err(WireError::FrameTruncated {
                 needed: FRAME_HEADER_LEN,
                 got: rest.len(),
             });
-        }
-        let frame_type = rest[0];
-        let body_len = usize::from(u16::from_be_bytes([rest[1], rest[2]]));
-        let after_header = &rest[FRAME_HEADER_LEN..];
+        };
+        let body_len = usize::from(u16::from_be_bytes([len_high, len_low]));
         if after_header.len() < body_len {
             return Err(WireError::FrameTruncated {
                 needed: body_len,
@@ -667,6 +693,10 @@ pub fn frames(body: &[u8]) -> impl Iterator<Item = Result<Frame<'_>, WireError>>
 }
 
 /// Writes `frame` at the start of `out` and returns the number of bytes written.
+#[allow(
+    clippy::indexing_slicing,
+    reason = "writes only after checking that `out` holds what it writes"
+)]
 pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
     let needed = frame.encoded_len();
     let body_len = needed - FRAME_HEADER_LEN;
@@ -728,6 +758,10 @@ pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
 /// Writes an Ack frame for `path_id` with the given `(first, last)` ranges (newest
 /// first) at the start of `out`; returns the bytes written. Writes as many ranges
 /// as fit and at least one, or fails with `BufferTooSmall`.
+#[allow(
+    clippy::indexing_slicing,
+    reason = "writes only after checking that `out` holds what it writes"
+)]
 pub fn write_ack_frame(
     out: &mut [u8],
     path_id: u8,
@@ -768,14 +802,13 @@ pub fn write_ack_frame(
 /// Splits a DataWithFrames plaintext after its [`DataMeta`] into the frames and
 /// the inner packet.
 pub fn split_piggybacked(after_meta: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
-    if after_meta.len() < PIGGYBACK_LEN_FIELD {
+    let Some((&frames_len, rest)) = after_meta.split_first_chunk::<PIGGYBACK_LEN_FIELD>() else {
         return Err(WireError::Truncated {
             needed: PIGGYBACK_LEN_FIELD,
             got: after_meta.len(),
         });
-    }
-    let frames_len = usize::from(u16::from_be_bytes([after_meta[0], after_meta[1]]));
-    let rest = &after_meta[PIGGYBACK_LEN_FIELD..];
+    };
+    let frames_len = usize::from(u16::from_be_bytes(frames_len));
     if rest.len() < frames_len {
         return Err(WireError::Truncated {
             needed: frames_len,
@@ -811,7 +844,7 @@ fn check_handshake(
 /// A checked view of a HandshakeInit datagram (exactly 148 bytes).
 #[derive(Debug, Clone, Copy)]
 pub struct HandshakeInit<'a> {
-    bytes: &'a [u8],
+    bytes: &'a [u8; HANDSHAKE_INIT_LEN],
 }
 
 impl<'a> HandshakeInit<'a> {
@@ -824,7 +857,11 @@ impl<'a> HandshakeInit<'a> {
             PacketType::HandshakeInit,
             "HandshakeInit",
         )?;
-        Ok(HandshakeInit { bytes: datagram })
+        let bytes = datagram.try_into().map_err(|_| WireError::WrongLength {
+            expected: HANDSHAKE_INIT_LEN,
+            got: datagram.len(),
+        })?;
+        Ok(HandshakeInit { bytes })
     }
 
     /// Path id the client sent this init on.
@@ -868,7 +905,7 @@ impl<'a> HandshakeInit<'a> {
 /// A checked view of a HandshakeResponse datagram (exactly 60 bytes).
 #[derive(Debug, Clone, Copy)]
 pub struct HandshakeResponse<'a> {
-    bytes: &'a [u8],
+    bytes: &'a [u8; HANDSHAKE_RESPONSE_LEN],
 }
 
 impl<'a> HandshakeResponse<'a> {
@@ -881,7 +918,11 @@ impl<'a> HandshakeResponse<'a> {
             PacketType::HandshakeResponse,
             "HandshakeResponse",
         )?;
-        Ok(HandshakeResponse { bytes: datagram })
+        let bytes = datagram.try_into().map_err(|_| WireError::WrongLength {
+            expected: HANDSHAKE_RESPONSE_LEN,
+            got: datagram.len(),
+        })?;
+        Ok(HandshakeResponse { bytes })
     }
 
     /// Path id, echoed from the init this responds to.
