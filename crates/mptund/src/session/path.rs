@@ -13,6 +13,7 @@ use mptund_probe::{
 use mptund_sched::{PathId, PathState, PathView};
 
 use super::budget::ProbeBudget;
+use super::migration::{NewestCounter, Validation};
 use super::{ClientPathSettings, SessionSettings};
 use crate::buffers::{BufferPool, Packet};
 
@@ -67,6 +68,13 @@ pub struct SessionPath {
     pub counters: PathCounters,
     /// Data datagrams of this path that were re-sent elsewhere.
     pub reinjected_away: u64,
+    /// Server: the newest datagram authenticated on this path (only such a one may
+    /// start a validation).
+    pub newest_counter: Option<NewestCounter>,
+    /// Server: a new address the peer was seen at, until it answers a challenge.
+    pub validation: Option<Validation>,
+    pub validations_started: u64,
+    pub validations_succeeded: u64,
 }
 
 /// RFC 9002 section 6.2.2: the RTT assumed before the first sample.
@@ -154,6 +162,10 @@ impl SessionPath {
             budget: ProbeBudget::new(now, settings.probe_budget_bytes_per_hour),
             counters: PathCounters::default(),
             reinjected_away: 0,
+            newest_counter: None,
+            validation: None,
+            validations_started: 0,
+            validations_succeeded: 0,
         }
     }
 
@@ -172,6 +184,27 @@ impl SessionPath {
         self.pacer = Pacer::new(session.probe.max_datagram_size);
         self.last_received = None;
         self.last_probe = None;
+    }
+
+    /// Moves the path to an address the peer proved it receives at, with fresh
+    /// congestion, RTT and loss state (RFC 9000 section 9.4): the old address's
+    /// estimates say nothing about the new one. What it must acknowledge stays, and
+    /// the caller has re-sent what was in flight.
+    pub fn migrate(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        local_ip: Option<IpAddr>,
+        session: &SessionSettings,
+    ) {
+        self.remote = Some(remote);
+        self.local_ip = local_ip;
+        self.probe = new_probe(now, session);
+        self.pacer = Pacer::new(session.probe.max_datagram_size);
+        self.pacing_ready_at = None;
+        if let Some((from, to)) = self.probe.on_heard(now) {
+            tracing::debug!(path = %self.name, ?from, ?to, "migrated path heard");
+        }
     }
 
     /// Changes how the path is probed (reload); a changed budget starts full.
@@ -307,10 +340,14 @@ impl SessionPath {
     /// The hard silence timeout needs no timer: `scheduler_state` applies it whenever
     /// the path is looked at.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.probe.poll_timeout(), self.acks.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.probe.poll_timeout(),
+            self.acks.poll_timeout(),
+            self.validation.as_ref().map(Validation::poll_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Declares losses (into `lost`) and liveness changes that are due, and returns

@@ -77,10 +77,9 @@ impl Session {
         self.last_received = now;
         let session = self.local_id.0;
         let path = &mut self.paths[index];
-        if learn_address && path.remote != Some(received.from) {
-            if path.remote.is_some() {
-                tracing::info!(session, path = path.id.0, from = %received.from, "path moved to a new address");
-            }
+        // A path's first address is learned at once; moving it takes a validation
+        // (see `migration`).
+        if learn_address && path.remote.is_none() {
             path.remote = Some(received.from);
             path.local_ip = received.local_ip;
         }
@@ -299,6 +298,12 @@ impl Session {
                     for offset in 0..count {
                         self.reorder.give_up(SeqNo(first_seq).add(offset));
                     }
+                }
+                Ok(Frame::PathChallenge { token }) => {
+                    self.answer_challenge(now, index, token, pool, out)
+                }
+                Ok(Frame::PathResponse { token }) => {
+                    self.on_path_response(now, index, &token, pool, drops, out)
                 }
                 Ok(Frame::Pong { .. } | Frame::Unknown { .. }) => {}
                 Err(error) => {
