@@ -2,6 +2,11 @@
 //! (RTT, one-way delay, delivery rate, loss, congestion window, liveness), what it has
 //! received and must acknowledge, and the data datagrams still in flight on it.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -82,6 +87,10 @@ const INITIAL_RTT: Duration = Duration::from_millis(333);
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
     let datagram = session.probe.max_datagram_size;
+    #[allow(
+        clippy::expect_used,
+        reason = "the configuration names a known controller, and cubic is built in"
+    )]
     let controller = build_controller(&session.congestion_controller, datagram)
         .unwrap_or_else(|_| build_controller("cubic", datagram).expect("cubic is built in"));
     PathProbe::new(now, session.probe, controller)

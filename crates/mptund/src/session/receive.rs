@@ -2,6 +2,11 @@
 //! their path learns where the peer is and what to acknowledge, acknowledgements from
 //! the peer drive the path probes, and inner packets are policed and reordered.
 
+// Paths are indexed by the position the session found for the datagram's path
+// (its id or its socket), never by a wire value; everything read from the
+// plaintext is checked.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -147,8 +152,8 @@ impl Session {
         let after_meta = plaintext.start() + DATA_META_LEN;
         let end = plaintext.start() + plaintext.len();
         let inner_start = if packet_type == PacketType::DataWithFrames {
-            let (frames, inner) = match wire::split_piggybacked(&plaintext.bytes()[DATA_META_LEN..])
-            {
+            let after_meta = plaintext.bytes().get(DATA_META_LEN..).unwrap_or_default();
+            let (frames, inner) = match wire::split_piggybacked(after_meta) {
                 Ok(split) => split,
                 Err(error) => {
                     return refuse(pool, drops, plaintext, now, DropReason::Malformed, &error);
@@ -243,7 +248,10 @@ impl Session {
         };
         let local_us = self.timestamp_us(now);
         self.sample_one_way_delay(now, index, local_us, meta.tx_time_us);
-        let frames = &plaintext.bytes()[wire::CONTROL_META_LEN..];
+        let frames = plaintext
+            .bytes()
+            .get(wire::CONTROL_META_LEN..)
+            .unwrap_or_default();
         // Only pings and goodbyes ask for an acknowledgement; acknowledging
         // acknowledgements would never end.
         if self.handle_frames(now, index, frames, pool, drops, out) {
