@@ -43,6 +43,8 @@ drop_reasons! {
     HandshakeQueueFull => "handshake_queue_full", "A handshake init that found the queue of inits waiting for Diffie-Hellman full.";
     CookieReplyRejected => "cookie_reply_rejected", "A cookie reply that was malformed, answered no init in progress, or failed to authenticate under that init's mac1.";
     UnconfirmedSession => "unconfirmed_session", "A new handshake's session was replaced by a newer one before the client proved its keys.";
+    UnvalidatedPath => "unvalidated_path", "An authenticated datagram from a new address that may not start a path validation (not the newest counter on its path), or a path challenge withheld because the address has not sent a third of its cost yet.";
+    PathValidationFailed => "path_validation_failed", "A path validation that ended without the peer answering from the new address: its challenges timed out, or the validated address or another one proved newer.";
     Oversize => "oversize", "A packet larger than the TUN MTU or the buffers allow.";
     InvalidInnerPacket => "invalid_inner_packet", "A decrypted payload that is not a well-formed IPv4 or IPv6 packet.";
     SourceNotAllowed => "source_not_allowed", "An inner packet whose source address is outside the peer's allowed addresses.";

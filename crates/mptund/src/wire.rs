@@ -452,7 +452,15 @@ pub mod frame_type {
     pub const ACK: u8 = 0x04;
     /// [`super::Frame::GaveUp`].
     pub const GAVE_UP: u8 = 0x05;
+    /// [`super::Frame::PathChallenge`].
+    pub const PATH_CHALLENGE: u8 = 0x06;
+    /// [`super::Frame::PathResponse`].
+    pub const PATH_RESPONSE: u8 = 0x07;
 }
+
+/// Body of a PathChallenge or PathResponse frame: the 8 unpredictable bytes the
+/// challenger chose (RFC 9000 section 19.17).
+pub const PATH_TOKEN_LEN: usize = 8;
 
 /// Body of a GaveUp frame: first sequence number u32, count u16.
 pub const GAVE_UP_BODY_LEN: usize = 6;
@@ -535,6 +543,17 @@ pub enum Frame<'a> {
         /// How many consecutive sequence numbers from `first_seq` (wrapping).
         count: u16,
     },
+    /// Asks the peer to echo `token` in a PathResponse on the same path: proves
+    /// the peer receives at the address this was sent to (RFC 9000 section 8.2).
+    PathChallenge {
+        /// Unpredictable bytes chosen by the challenger.
+        token: [u8; PATH_TOKEN_LEN],
+    },
+    /// Answers a PathChallenge.
+    PathResponse {
+        /// The challenge's token.
+        token: [u8; PATH_TOKEN_LEN],
+    },
     /// A frame type this implementation does not know; skipped by length.
     Unknown {
         /// The frame's type byte.
@@ -602,6 +621,17 @@ impl<'a> Frame<'a> {
                     count: u16::from_be_bytes([e, f]),
                 })
             }
+            frame_type::PATH_CHALLENGE | frame_type::PATH_RESPONSE => {
+                let token = body
+                    .get(..PATH_TOKEN_LEN)
+                    .and_then(|token| <[u8; PATH_TOKEN_LEN]>::try_from(token).ok())
+                    .ok_or_else(|| too_short(PATH_TOKEN_LEN))?;
+                Ok(if frame_type == frame_type::PATH_CHALLENGE {
+                    Frame::PathChallenge { token }
+                } else {
+                    Frame::PathResponse { token }
+                })
+            }
             _ => Ok(Frame::Unknown { frame_type, body }),
         }
     }
@@ -615,6 +645,7 @@ impl<'a> Frame<'a> {
                 Frame::Close => 0,
                 Frame::Ack { ranges, .. } => ACK_FIXED_LEN + ranges.bytes.len(),
                 Frame::GaveUp { .. } => GAVE_UP_BODY_LEN,
+                Frame::PathChallenge { .. } | Frame::PathResponse { .. } => PATH_TOKEN_LEN,
                 Frame::Unknown { body, .. } => body.len(),
             }
     }
@@ -699,6 +730,8 @@ pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
         Frame::Close => frame_type::CLOSE,
         Frame::Ack { .. } => frame_type::ACK,
         Frame::GaveUp { .. } => frame_type::GAVE_UP,
+        Frame::PathChallenge { .. } => frame_type::PATH_CHALLENGE,
+        Frame::PathResponse { .. } => frame_type::PATH_RESPONSE,
         Frame::Unknown { frame_type, .. } => *frame_type,
     };
     header[1..3].copy_from_slice(&body_len_u16.to_be_bytes());
@@ -726,6 +759,9 @@ pub fn write_frame(out: &mut [u8], frame: &Frame) -> Result<usize, WireError> {
         Frame::GaveUp { first_seq, count } => {
             body[0..4].copy_from_slice(&first_seq.to_be_bytes());
             body[4..6].copy_from_slice(&count.to_be_bytes());
+        }
+        Frame::PathChallenge { token } | Frame::PathResponse { token } => {
+            body.copy_from_slice(token)
         }
         Frame::Unknown { body: src, .. } => body.copy_from_slice(src),
     }
@@ -1333,6 +1369,41 @@ mod tests {
     }
 
     #[test]
+    fn path_frames_parse_and_write_exact_bytes() {
+        let bytes = [
+            6, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, // PathChallenge
+            7, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0xee, // PathResponse, one extra byte
+        ];
+        let parsed: Vec<_> = frames(&bytes).collect();
+        assert_eq!(
+            parsed,
+            vec![
+                Ok(Frame::PathChallenge {
+                    token: [1, 2, 3, 4, 5, 6, 7, 8]
+                }),
+                Ok(Frame::PathResponse {
+                    token: [8, 7, 6, 5, 4, 3, 2, 1]
+                }),
+            ]
+        );
+        let mut out = [0u8; 11];
+        let frame = Frame::PathChallenge {
+            token: [1, 2, 3, 4, 5, 6, 7, 8],
+        };
+        assert_eq!(write_frame(&mut out, &frame), Ok(11));
+        assert_eq!(out, bytes[..11]);
+        // A token shorter than 8 bytes is refused, not padded.
+        assert_eq!(
+            frames(&[7, 0, 7, 1, 2, 3, 4, 5, 6, 7]).next(),
+            Some(Err(WireError::FrameBodyTooShort {
+                frame_type: 7,
+                needed: 8,
+                got: 7
+            }))
+        );
+    }
+
+    #[test]
     fn frames_reject_short_bodies_and_headers() {
         let short_pong = [2, 0, 4, 0, 0, 0, 1];
         assert_eq!(
@@ -1616,13 +1687,16 @@ mod tests {
 
         #[test]
         fn frames_round_trip(ping_id in any::<u32>(), echo in any::<u32>(),
-                             unknown_type in 6u8.., body in proptest::collection::vec(any::<u8>(), 0..40),
-                             count in any::<u16>()) {
+                             unknown_type in 8u8.., body in proptest::collection::vec(any::<u8>(), 0..40),
+                             count in any::<u16>(), challenge in any::<[u8; 8]>(),
+                             response in any::<[u8; 8]>()) {
             let written = [
                 Frame::Ping { ping_id },
+                Frame::PathChallenge { token: challenge },
                 Frame::GaveUp { first_seq: echo, count },
                 Frame::Pong { ping_id, echoed_tx_time_us: echo },
                 Frame::Unknown { frame_type: unknown_type, body: &body },
+                Frame::PathResponse { token: response },
                 Frame::Close,
             ];
             let mut out = [0u8; 128];

@@ -353,6 +353,18 @@ const PATH_METRICS: &[Metric<PathReport>] = &[
         unit: None,
         value: Value::Counter(|p| p.reinjected_away),
     },
+    Metric {
+        name: "mptund_path_validations_started",
+        help: "Validations of a new peer address started on the path (server).",
+        unit: None,
+        value: Value::Counter(|p| p.validations_started),
+    },
+    Metric {
+        name: "mptund_path_validations_succeeded",
+        help: "Validations after which the path moved to the new peer address (server).",
+        unit: None,
+        value: Value::Counter(|p| p.validations_succeeded),
+    },
 ];
 
 /// Path states as the scheduler sees them; one series per state, 1 for the current.

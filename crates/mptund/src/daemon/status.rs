@@ -92,6 +92,23 @@ fn session_block(out: &mut String, session: &SessionReport, interfaces: &Interfa
         millis(Some(reorder.max_hold_seen_ms)),
     );
     path_rows(out, &session.paths, interfaces);
+    for path in &session.paths {
+        if path.validations_started == 0 && path.validating.is_none() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  {}: address validations {} started, {} moved the path{}",
+            path.name,
+            path.validations_started,
+            path.validations_succeeded,
+            path.validating
+                .as_ref()
+                .map_or(String::new(), |candidate| format!(
+                    ", validating {candidate}"
+                )),
+        );
+    }
 }
 
 fn path_rows(out: &mut String, paths: &[PathReport], interfaces: &Interfaces) {

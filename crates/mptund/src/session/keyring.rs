@@ -62,8 +62,6 @@ pub enum KeySlot {
 #[derive(Clone, Copy, Debug)]
 pub struct Opened {
     pub slot: KeySlot,
-    /// Whether the counter is the highest these keys have accepted.
-    pub newest: bool,
     /// A key pair the ring let go of; its receiver id is free again.
     pub retired: Option<SessionId>,
 }
@@ -204,7 +202,6 @@ impl KeyRing {
             .open_in_place(header_bytes, header.counter, sealed)
             .map_err(|_| DropReason::AuthenticationFailed)?
             .len();
-        let newest = header.counter >= keys.replay.highest();
         keys.replay
             .check_and_update(header.counter)
             .map_err(|_| DropReason::Replayed)?;
@@ -212,15 +209,7 @@ impl KeyRing {
             KeySlot::Confirmed => self.confirm_next(),
             _ => None,
         };
-        let newest = newest && slot != KeySlot::Previous;
-        Ok((
-            Opened {
-                slot,
-                newest,
-                retired,
-            },
-            len,
-        ))
+        Ok((Opened { slot, retired }, len))
     }
 
     /// Client: the keys of a completed renewal take over sending at once (the
@@ -407,13 +396,9 @@ mod tests {
         body.copy_from_slice(&tag);
         let header = TransportHeader::parse(&header_bytes).unwrap();
         let mut copy = body;
-        assert!(
-            server
-                .open(start, &header, &header_bytes, &mut copy)
-                .unwrap()
-                .0
-                .newest
-        );
+        assert!(server
+            .open(start, &header, &header_bytes, &mut copy)
+            .is_ok());
         let mut copy = body;
         assert_eq!(
             server

@@ -18,6 +18,7 @@ mod client;
 mod codel;
 pub mod inner;
 mod keyring;
+mod migration;
 mod path;
 mod queue;
 mod receive;
@@ -358,6 +359,7 @@ impl Session {
                 self.ping(now, index, pool, out);
             }
         }
+        self.handle_validation_timeouts(now, pool, drops, out);
         if self.sends_keepalives {
             self.send_probes(now, pool, out);
         }

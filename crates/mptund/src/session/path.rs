@@ -2,6 +2,11 @@
 //! (RTT, one-way delay, delivery rate, loss, congestion window, liveness), what it has
 //! received and must acknowledge, and the data datagrams still in flight on it.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -13,6 +18,7 @@ use mptund_probe::{
 use mptund_sched::{PathId, PathState, PathView};
 
 use super::budget::ProbeBudget;
+use super::migration::{NewestCounter, Validation};
 use super::{ClientPathSettings, SessionSettings};
 use crate::buffers::{BufferPool, Packet};
 
@@ -67,6 +73,13 @@ pub struct SessionPath {
     pub counters: PathCounters,
     /// Data datagrams of this path that were re-sent elsewhere.
     pub reinjected_away: u64,
+    /// Server: the newest datagram authenticated on this path (only such a one may
+    /// start a validation).
+    pub newest_counter: Option<NewestCounter>,
+    /// Server: a new address the peer was seen at, until it answers a challenge.
+    pub validation: Option<Validation>,
+    pub validations_started: u64,
+    pub validations_succeeded: u64,
 }
 
 /// RFC 9002 section 6.2.2: the RTT assumed before the first sample.
@@ -74,6 +87,10 @@ const INITIAL_RTT: Duration = Duration::from_millis(333);
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
     let datagram = session.probe.max_datagram_size;
+    #[allow(
+        clippy::expect_used,
+        reason = "the configuration names a known controller, and cubic is built in"
+    )]
     let controller = build_controller(&session.congestion_controller, datagram)
         .unwrap_or_else(|_| build_controller("cubic", datagram).expect("cubic is built in"));
     PathProbe::new(now, session.probe, controller)
@@ -154,6 +171,10 @@ impl SessionPath {
             budget: ProbeBudget::new(now, settings.probe_budget_bytes_per_hour),
             counters: PathCounters::default(),
             reinjected_away: 0,
+            newest_counter: None,
+            validation: None,
+            validations_started: 0,
+            validations_succeeded: 0,
         }
     }
 
@@ -172,6 +193,27 @@ impl SessionPath {
         self.pacer = Pacer::new(session.probe.max_datagram_size);
         self.last_received = None;
         self.last_probe = None;
+    }
+
+    /// Moves the path to an address the peer proved it receives at, with fresh
+    /// congestion, RTT and loss state (RFC 9000 section 9.4): the old address's
+    /// estimates say nothing about the new one. What it must acknowledge stays, and
+    /// the caller has re-sent what was in flight.
+    pub fn migrate(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        local_ip: Option<IpAddr>,
+        session: &SessionSettings,
+    ) {
+        self.remote = Some(remote);
+        self.local_ip = local_ip;
+        self.probe = new_probe(now, session);
+        self.pacer = Pacer::new(session.probe.max_datagram_size);
+        self.pacing_ready_at = None;
+        if let Some((from, to)) = self.probe.on_heard(now) {
+            tracing::debug!(path = %self.name, ?from, ?to, "migrated path heard");
+        }
     }
 
     /// Changes how the path is probed (reload); a changed budget starts full.
@@ -307,10 +349,14 @@ impl SessionPath {
     /// The hard silence timeout needs no timer: `scheduler_state` applies it whenever
     /// the path is looked at.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.probe.poll_timeout(), self.acks.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.probe.poll_timeout(),
+            self.acks.poll_timeout(),
+            self.validation.as_ref().map(Validation::poll_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Declares losses (into `lost`) and liveness changes that are due, and returns

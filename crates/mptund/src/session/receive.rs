@@ -2,6 +2,11 @@
 //! their path learns where the peer is and what to acknowledge, acknowledgements from
 //! the peer drive the path probes, and inner packets are policed and reordered.
 
+// Paths are indexed by the position the session found for the datagram's path
+// (its id or its socket), never by a wire value; everything read from the
+// plaintext is checked.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -77,10 +82,9 @@ impl Session {
         self.last_received = now;
         let session = self.local_id.0;
         let path = &mut self.paths[index];
-        if learn_address && path.remote != Some(received.from) {
-            if path.remote.is_some() {
-                tracing::info!(session, path = path.id.0, from = %received.from, "path moved to a new address");
-            }
+        // A path's first address is learned at once; moving it takes a validation
+        // (see `migration`).
+        if learn_address && path.remote.is_none() {
             path.remote = Some(received.from);
             path.local_ip = received.local_ip;
         }
@@ -148,8 +152,8 @@ impl Session {
         let after_meta = plaintext.start() + DATA_META_LEN;
         let end = plaintext.start() + plaintext.len();
         let inner_start = if packet_type == PacketType::DataWithFrames {
-            let (frames, inner) = match wire::split_piggybacked(&plaintext.bytes()[DATA_META_LEN..])
-            {
+            let after_meta = plaintext.bytes().get(DATA_META_LEN..).unwrap_or_default();
+            let (frames, inner) = match wire::split_piggybacked(after_meta) {
                 Ok(split) => split,
                 Err(error) => {
                     return refuse(pool, drops, plaintext, now, DropReason::Malformed, &error);
@@ -244,7 +248,10 @@ impl Session {
         };
         let local_us = self.timestamp_us(now);
         self.sample_one_way_delay(now, index, local_us, meta.tx_time_us);
-        let frames = &plaintext.bytes()[wire::CONTROL_META_LEN..];
+        let frames = plaintext
+            .bytes()
+            .get(wire::CONTROL_META_LEN..)
+            .unwrap_or_default();
         // Only pings and goodbyes ask for an acknowledgement; acknowledging
         // acknowledgements would never end.
         if self.handle_frames(now, index, frames, pool, drops, out) {
@@ -299,6 +306,12 @@ impl Session {
                     for offset in 0..count {
                         self.reorder.give_up(SeqNo(first_seq).add(offset));
                     }
+                }
+                Ok(Frame::PathChallenge { token }) => {
+                    self.answer_challenge(now, index, token, pool, out)
+                }
+                Ok(Frame::PathResponse { token }) => {
+                    self.on_path_response(now, index, &token, pool, drops, out)
                 }
                 Ok(Frame::Pong { .. } | Frame::Unknown { .. }) => {}
                 Err(error) => {

@@ -102,6 +102,11 @@ pub struct PathReport {
     pub lost_packets: u64,
     /// Data datagrams of this path re-sent on another path.
     pub reinjected_away: u64,
+    /// Server: the new address being validated, if any.
+    pub validating: Option<String>,
+    /// Server: validations of a new address started and succeeded (the path moved).
+    pub validations_started: u64,
+    pub validations_succeeded: u64,
 }
 
 impl PathReport {
@@ -138,6 +143,12 @@ impl PathReport {
             loss_rate: stats.loss_rate,
             lost_packets: stats.lost_packets,
             reinjected_away: path.reinjected_away,
+            validating: path
+                .validation
+                .as_ref()
+                .map(|validation| validation.candidate.to_string()),
+            validations_started: path.validations_started,
+            validations_succeeded: path.validations_succeeded,
             since_last_received_ms: stats.since_last_received.map(|d| d.as_millis() as u64),
         }
     }

@@ -769,7 +769,8 @@ impl Engine for ServerCore {
                     return self.pool.recycle(packet);
                 };
                 let session = &mut entry.session;
-                // Only now, authenticated and fresh, may the datagram move the path.
+                // Only now, authenticated and fresh, may the datagram start moving
+                // the path (after a validation).
                 let Some(index) =
                     session.path_for(PathId(header.path_id), Some(&self.path_settings), now)
                 else {
@@ -779,6 +780,17 @@ impl Engine for ServerCore {
                         .record(now, DropReason::Malformed, &"too many paths");
                 };
                 session.on_authenticated(now, index, &received, wire_len, true);
+                session.on_peer_address(
+                    now,
+                    index,
+                    &received,
+                    wire_len,
+                    &header,
+                    &opened,
+                    &mut self.pool,
+                    &mut self.drops,
+                    out,
+                );
                 let context = ReceiveContext {
                     pool: &mut self.pool,
                     drops: &mut self.drops,

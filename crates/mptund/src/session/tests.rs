@@ -19,6 +19,7 @@ use crate::keys::PrivateKey;
 
 mod cookies;
 mod keys;
+mod migration;
 
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
 const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
@@ -118,6 +119,13 @@ struct Net {
     server_received: Vec<Vec<u8>>,
     /// Datagrams the server has sent in all.
     server_datagrams: usize,
+    /// The address each client path's datagrams come from (its NAT mapping); the
+    /// server reaches a path only there.
+    client_addrs: Vec<SocketAddr>,
+    /// What the server sent to addresses no client path has: (address, bytes).
+    sent_elsewhere: Vec<(SocketAddr, usize)>,
+    /// Per path: how many of the next server -> client datagrams are lost.
+    lose_to_client: Vec<usize>,
     out: Vec<Outgoing>,
 }
 
@@ -185,6 +193,9 @@ impl Net {
             client_received: Vec::new(),
             server_received: Vec::new(),
             server_datagrams: 0,
+            client_addrs: (0..delays_ms.len()).map(client_addr).collect(),
+            sent_elsewhere: Vec::new(),
+            lose_to_client: vec![0; delays_ms.len()],
             out: Vec::new(),
         }
     }
@@ -193,19 +204,29 @@ impl Net {
     fn transmit(&mut self, to_server: bool) {
         for outgoing in std::mem::take(&mut self.out) {
             let path = if to_server {
-                outgoing.socket
+                Some(outgoing.socket)
             } else {
-                (0..self.delays.len())
-                    .find(|&i| client_addr(i) == outgoing.destination)
-                    .expect("server sends to a client path")
+                self.client_addrs
+                    .iter()
+                    .position(|&addr| addr == outgoing.destination)
             };
             let bytes = outgoing.packet.bytes().to_vec();
             if to_server {
-                self.captured.push((path, bytes.clone()));
+                self.captured.push((outgoing.socket, bytes.clone()));
             } else {
                 self.server_datagrams += 1;
             }
-            if !self.cut[path] {
+            let Some(path) = path else {
+                self.sent_elsewhere
+                    .push((outgoing.destination, bytes.len()));
+                self.server.on_transmitted(outgoing);
+                continue;
+            };
+            let lost = !to_server && self.lose_to_client[path] > 0;
+            if lost {
+                self.lose_to_client[path] -= 1;
+            }
+            if !self.cut[path] && !lost {
                 self.wire.push(InFlight {
                     arrives: self.now + self.delays[path],
                     to_server,
@@ -226,7 +247,7 @@ impl Net {
         if datagram.to_server {
             let received = Received {
                 socket: 0,
-                from: client_addr(datagram.path),
+                from: self.client_addrs[datagram.path],
                 local_ip: Some(SERVER_ADDR.ip()),
             };
             let packet = self.server.pool().take_copy(&datagram.bytes).unwrap();
@@ -933,6 +954,8 @@ impl Net {
         let socket = self.delays.len();
         self.delays.push(Duration::from_millis(delay_ms));
         self.cut.push(false);
+        self.client_addrs.push(client_addr(socket));
+        self.lose_to_client.push(0);
         let settings = ClientPathSettings {
             name: name.into(),
             endpoint: SERVER_ADDR,

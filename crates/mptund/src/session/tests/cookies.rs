@@ -86,7 +86,7 @@ impl Net {
             .collect()
     }
 
-    fn server_drops(&self, reason: DropReason) -> u64 {
+    fn server_count(&self, reason: DropReason) -> u64 {
         self.server.drops().get(reason)
     }
 }
@@ -121,12 +121,12 @@ fn under_load_an_init_without_mac2_gets_a_cookie_reply_no_larger_and_no_session(
         SessionId(0xc0c0),
         "addressed to the init's sender"
     );
-    assert_eq!(net.server_drops(DropReason::CookieRequired), 1);
+    assert_eq!(net.server_count(DropReason::CookieRequired), 1);
     assert_eq!(net.server.cookie_replies_sent(), 1);
     // Nothing was queued for Diffie-Hellman: no response, no session.
     assert!(net.server_wakes(now).is_empty());
     assert_eq!(net.server.session_count(), 0);
-    assert_eq!(net.server_drops(DropReason::HandshakeRejected), 0);
+    assert_eq!(net.server_count(DropReason::HandshakeRejected), 0);
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn the_client_retries_with_the_cookie_at_once_and_establishes_under_load() {
     assert_eq!(inits[0][field::INIT_MAC2], [0; 16], "no cookie yet");
     assert_ne!(inits[1][field::INIT_MAC2], [0; 16], "mac2 under the cookie");
     assert_eq!(net.server.cookie_replies_sent(), 1);
-    assert_eq!(net.server_drops(DropReason::CookieRequired), 1);
+    assert_eq!(net.server_count(DropReason::CookieRequired), 1);
     assert_eq!(net.client.drops().get(DropReason::CookieReplyRejected), 0);
     // And the session carries data.
     net.client_sends(7, 300);
@@ -170,7 +170,7 @@ fn a_cookie_for_another_source_address_does_not_pass() {
         let sent = net.server_hears(now, from, &with_mac2);
         assert_eq!(wire::packet_type(&sent[0]), Ok(PacketType::CookieReply));
     }
-    assert_eq!(net.server_drops(DropReason::CookieRequired), 3);
+    assert_eq!(net.server_count(DropReason::CookieRequired), 3);
     assert!(net.server_wakes(now).is_empty(), "nothing queued");
 
     // From the address the cookie was made for, the same init is answered.
@@ -202,7 +202,7 @@ fn a_cookie_made_with_an_expired_secret_does_not_pass() {
     let third = net.signed_init(3, Some(&cookie));
     let sent = net.server_hears(expired, client_addr(0), &third);
     assert_eq!(wire::packet_type(&sent[0]), Ok(PacketType::CookieReply));
-    assert_eq!(net.server_drops(DropReason::CookieRequired), 2);
+    assert_eq!(net.server_count(DropReason::CookieRequired), 2);
 }
 
 #[test]
@@ -251,19 +251,19 @@ fn the_token_bucket_refuses_the_excess_of_one_source() {
         let init = net.signed_init(timestamp, None);
         assert!(net.server_hears(now, spoofed(1), &init).is_empty());
     }
-    assert_eq!(net.server_drops(DropReason::HandshakeRateLimited), 5);
-    assert_eq!(net.server_drops(DropReason::CookieRequired), 0);
+    assert_eq!(net.server_count(DropReason::HandshakeRateLimited), 5);
+    assert_eq!(net.server_count(DropReason::CookieRequired), 0);
     // Another source has its own bucket.
     let init = net.signed_init(11, None);
     net.server_hears(now, spoofed(2), &init);
-    assert_eq!(net.server_drops(DropReason::HandshakeRateLimited), 5);
+    assert_eq!(net.server_count(DropReason::HandshakeRateLimited), 5);
     // 50 ms later the first source has one more token (20 per second).
     let later = now + Duration::from_millis(50);
     for timestamp in 12..=13 {
         let init = net.signed_init(timestamp, None);
         net.server_hears(later, spoofed(1), &init);
     }
-    assert_eq!(net.server_drops(DropReason::HandshakeRateLimited), 6);
+    assert_eq!(net.server_count(DropReason::HandshakeRateLimited), 6);
 }
 
 #[test]
@@ -271,7 +271,7 @@ fn inits_are_answered_a_few_per_wake_up_while_transport_datagrams_flow() {
     let mut net = Net::established(&[10], Duration::from_millis(100));
     net.server.set_handshake_limits(UNLIMITED);
     let now = net.now;
-    let rejected_before = net.server_drops(DropReason::HandshakeRejected);
+    let rejected_before = net.server_count(DropReason::HandshakeRejected);
     // 40 genuine-looking inits (old timestamps: replays, refused after Diffie-Hellman).
     for index in 0..40 {
         let init = net.signed_init(u64::from(index) + 1, None);
@@ -283,7 +283,7 @@ fn inits_are_answered_a_few_per_wake_up_while_transport_datagrams_flow() {
         "the server wants to wake at once"
     );
     net.server_wakes(now);
-    let per_wake = net.server_drops(DropReason::HandshakeRejected) - rejected_before;
+    let per_wake = net.server_count(DropReason::HandshakeRejected) - rejected_before;
     assert_eq!(per_wake as usize, INITS_PER_WAKE, "a few inits per wake-up");
 
     // A data datagram arriving now is handled at once, not behind the queue.
@@ -293,7 +293,7 @@ fn inits_are_answered_a_few_per_wake_up_while_transport_datagrams_flow() {
     net.deliver(datagram);
     assert_eq!(tags_of(&net.server_received), vec![9]);
     assert_eq!(
-        net.server_drops(DropReason::HandshakeRejected) - rejected_before,
+        net.server_count(DropReason::HandshakeRejected) - rejected_before,
         INITS_PER_WAKE as u64,
         "the rest still waits"
     );
@@ -301,7 +301,7 @@ fn inits_are_answered_a_few_per_wake_up_while_transport_datagrams_flow() {
     // The queue drains over the following wake-ups; the session is untouched.
     net.run_for(Duration::from_millis(10));
     assert_eq!(
-        net.server_drops(DropReason::HandshakeRejected) - rejected_before,
+        net.server_count(DropReason::HandshakeRejected) - rejected_before,
         40
     );
     assert_eq!(net.server.session_count(), 1);
@@ -332,8 +332,8 @@ fn a_full_queue_drops_and_counts_and_half_a_queue_is_load() {
         let with_mac2 = net.signed_init(u64::from(index) + 1, Some(&cookie));
         assert!(net.server_hears(now, spoofed(index), &with_mac2).is_empty());
     }
-    assert_eq!(net.server_drops(DropReason::CookieRequired), 136);
-    assert_eq!(net.server_drops(DropReason::HandshakeQueueFull), 200 - 128);
+    assert_eq!(net.server_count(DropReason::CookieRequired), 136);
+    assert_eq!(net.server_count(DropReason::HandshakeQueueFull), 200 - 128);
 }
 
 #[test]
