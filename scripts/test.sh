@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --workspace --bins
+# tests/e2e/test_flood.py replays inits the flood_inits example writes.
+cargo build --release -p mptund --example flood_inits
 # The datagram modules deny unwrap, expect and unchecked indexing outside tests.
 cargo clippy -p mptund --lib -- -D warnings
 cargo test --workspace

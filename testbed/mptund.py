@@ -91,6 +91,8 @@ class DaemonPair:
     metrics_port: int | None = None
     # Extra `[timers]` settings for both daemons, e.g. {"rekey_after_ms": 2000}.
     timers: dict = field(default_factory=dict)
+    # The server's `[handshake]` settings, e.g. {"load_threshold_per_s": 10}.
+    server_handshake: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.binary = mptund_binary()
@@ -137,7 +139,8 @@ class DaemonPair:
             f'\n[tun]\nname = "mpt0"\naddresses = {json.dumps(server_addresses)}\n'
             f'\n[[peer]]\nname = "client"\npublic_key = "{client_pub}"\n'
             f'allowed_ips = {json.dumps(allowed)}\n'
-            + common + control("server"))
+            + common + control("server")
+            + (toml_table("handshake", **self.server_handshake) if self.server_handshake else ""))
         return client, server
 
     def start(self, timeout: float = 15.0) -> None:

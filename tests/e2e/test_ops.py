@@ -173,6 +173,8 @@ def test_metrics_parse_during_a_transfer_and_match_the_daemons_counts(tunnel):
     assert metrics[("mptund_sessions", frozenset())] == len(report["sessions"]) == 1
     assert metrics[("mptund_sessions_established_total", frozenset())] == \
         report["sessions_established"]
+    assert metrics[("mptund_cookie_replies_sent_total", frozenset())] == \
+        report["cookie_replies_sent"]
     for reason, value in report["drops"].items():
         assert metrics[("mptund_dropped_packets_total", frozenset({("reason", reason)}))] == value
     session = report["sessions"][0]

@@ -24,6 +24,7 @@
 
 pub mod buffers;
 pub mod config;
+pub mod cookie;
 pub mod counters;
 pub mod crypto;
 pub mod daemon;

@@ -36,6 +36,8 @@ pub const DATA_OVERHEAD: usize = TRANSPORT_HEADER_LEN + DATA_META_LEN + TAG_LEN;
 pub const HANDSHAKE_INIT_LEN: usize = 148;
 /// Exact length of a HandshakeResponse datagram.
 pub const HANDSHAKE_RESPONSE_LEN: usize = 60;
+/// Exact length of a CookieReply datagram: never more than the init it answers.
+pub const COOKIE_REPLY_LEN: usize = 52;
 /// Shortest well-formed transport datagram: a header and a tag around an
 /// empty plaintext.
 pub const MIN_TRANSPORT_LEN: usize = TRANSPORT_HEADER_LEN + TAG_LEN;
@@ -104,6 +106,13 @@ pub mod field {
     pub const RESPONSE_RECEIVER: Range<usize> = 4..8;
     /// HandshakeResponse: Noise IK message 2; its payload is the server's session id.
     pub const RESPONSE_NOISE: Range<usize> = 8..60;
+
+    /// CookieReply: the client's session id from the init it answers.
+    pub const COOKIE_RECEIVER: Range<usize> = 4..8;
+    /// CookieReply: the random AEAD nonce.
+    pub const COOKIE_NONCE: Range<usize> = 8..20;
+    /// CookieReply: the sealed cookie and its Poly1305 tag.
+    pub const COOKIE_SEALED: Range<usize> = 20..52;
 }
 
 /// Errors from parsing or emitting wire structures.
@@ -196,6 +205,9 @@ pub enum PacketType {
     /// Transport datagram carrying control frames (piggybacked acknowledgements) and
     /// then an inner IP packet.
     DataWithFrames = 0x05,
+    /// Server to client, instead of a HandshakeResponse while the server is under
+    /// load: a cookie for the init's source address (52 bytes).
+    CookieReply = 0x06,
 }
 
 impl PacketType {
@@ -223,6 +235,7 @@ impl TryFrom<u8> for PacketType {
             0x03 => Ok(PacketType::Data),
             0x04 => Ok(PacketType::Control),
             0x05 => Ok(PacketType::DataWithFrames),
+            0x06 => Ok(PacketType::CookieReply),
             other => Err(WireError::UnknownType(other)),
         }
     }
@@ -894,6 +907,16 @@ impl<'a> HandshakeInit<'a> {
         &self.bytes[field::INIT_MAC1]
     }
 
+    /// The bytes mac2 is computed over.
+    pub fn mac2_input(&self) -> &'a [u8] {
+        &self.bytes[field::INIT_MAC2_INPUT]
+    }
+
+    /// The mac2 field (zero when the client has no cookie).
+    pub fn mac2(&self) -> &'a [u8] {
+        &self.bytes[field::INIT_MAC2]
+    }
+
     /// Writes the common bytes and the sender id of an init; the Noise message
     /// and mac1 are written by the handshake.
     pub fn emit_header(out: &mut [u8; HANDSHAKE_INIT_LEN], path_id: u8, sender: SessionId) {
@@ -954,6 +977,72 @@ impl<'a> HandshakeResponse<'a> {
     }
 }
 
+/// A checked view of a CookieReply datagram (exactly [`COOKIE_REPLY_LEN`] bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct CookieReply<'a> {
+    /// A fixed-size array: every field below is a constant range inside it.
+    bytes: &'a [u8; COOKIE_REPLY_LEN],
+}
+
+impl<'a> CookieReply<'a> {
+    /// Checks length, type, version, reserved byte and path id. Says nothing about
+    /// authenticity: the sealed cookie must open under the init's mac1.
+    pub fn new_checked(datagram: &'a [u8]) -> Result<Self, WireError> {
+        check_handshake(
+            datagram,
+            COOKIE_REPLY_LEN,
+            PacketType::CookieReply,
+            "CookieReply",
+        )?;
+        let bytes = datagram.try_into().map_err(|_| WireError::WrongLength {
+            expected: COOKIE_REPLY_LEN,
+            got: datagram.len(),
+        })?;
+        Ok(CookieReply { bytes })
+    }
+
+    /// Path id, echoed from the init this answers.
+    pub fn path_id(&self) -> u8 {
+        self.bytes[field::PATH_ID]
+    }
+
+    /// The client's session id from the init this answers.
+    pub fn receiver(&self) -> SessionId {
+        SessionId(read_u32(self.bytes, field::COOKIE_RECEIVER))
+    }
+
+    /// The AEAD nonce.
+    pub fn nonce(&self) -> [u8; 12] {
+        let mut nonce = [0u8; 12];
+        nonce.copy_from_slice(&self.bytes[field::COOKIE_NONCE]);
+        nonce
+    }
+
+    /// The sealed cookie with its tag.
+    pub fn sealed(&self) -> [u8; 32] {
+        let mut sealed = [0u8; 32];
+        sealed.copy_from_slice(&self.bytes[field::COOKIE_SEALED]);
+        sealed
+    }
+
+    /// Writes a whole CookieReply.
+    pub fn emit(
+        out: &mut [u8; COOKIE_REPLY_LEN],
+        path_id: u8,
+        receiver: SessionId,
+        nonce: &[u8; 12],
+        sealed: &[u8; 32],
+    ) {
+        emit_common(out, PacketType::CookieReply, path_id, HANDSHAKE_VERSION);
+        out[field::COOKIE_RECEIVER].copy_from_slice(&receiver.0.to_be_bytes());
+        out[field::COOKIE_NONCE].copy_from_slice(nonce);
+        out[field::COOKIE_SEALED].copy_from_slice(sealed);
+    }
+}
+
+const _: () = assert!(field::COOKIE_SEALED.end == COOKIE_REPLY_LEN);
+const _: () = assert!(COOKIE_REPLY_LEN <= HANDSHAKE_INIT_LEN);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -984,7 +1073,8 @@ mod tests {
         assert_eq!(packet_type(&DATA_HEADER), Ok(PacketType::Data));
         assert_eq!(packet_type(&[4, 0, 0, 0, 9]), Ok(PacketType::Control));
         assert_eq!(packet_type(&[5, 0, 0, 0]), Ok(PacketType::DataWithFrames));
-        assert_eq!(packet_type(&[6, 0, 0, 0]), Err(WireError::UnknownType(6)));
+        assert_eq!(packet_type(&[6, 0, 2, 0]), Ok(PacketType::CookieReply));
+        assert_eq!(packet_type(&[7, 0, 0, 0]), Err(WireError::UnknownType(7)));
         assert_eq!(packet_type(&[0, 0, 0, 0]), Err(WireError::UnknownType(0)));
         assert_eq!(
             packet_type(&[3, 0, 0]),
@@ -1493,6 +1583,91 @@ mod tests {
         assert!(HandshakeResponse::new_checked(&bad).is_err());
     }
 
+    const COOKIE_REPLY: [u8; COOKIE_REPLY_LEN] = [
+        0x06, 0x03, 0x02, 0x00, // type CookieReply, path 3, version 2, reserved
+        0x0a, 0x0b, 0x0c, 0x0d, // receiver (the client's id from the init)
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, // nonce
+        20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, // sealed cookie
+        36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, // tag
+    ];
+
+    #[test]
+    fn cookie_reply_view_and_emit_exact_bytes() {
+        let view = CookieReply::new_checked(&COOKIE_REPLY).unwrap();
+        assert_eq!(view.path_id(), 3);
+        assert_eq!(view.receiver(), SessionId(0x0a0b_0c0d));
+        assert_eq!(view.nonce(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(view.sealed()[0], 20);
+        assert_eq!(view.sealed()[31], 51);
+        let mut out = [0u8; COOKIE_REPLY_LEN];
+        CookieReply::emit(
+            &mut out,
+            3,
+            SessionId(0x0a0b_0c0d),
+            &view.nonce(),
+            &view.sealed(),
+        );
+        assert_eq!(out, COOKIE_REPLY);
+    }
+
+    #[test]
+    fn cookie_reply_rejects() {
+        for len in [0, 3, 51, 53] {
+            let mut bytes = vec![0u8; len];
+            bytes[..len.min(52)].copy_from_slice(&COOKIE_REPLY[..len.min(52)]);
+            assert!(CookieReply::new_checked(&bytes).is_err(), "length {len}");
+        }
+        let mut bad = COOKIE_REPLY;
+        bad[2] = 1;
+        assert_eq!(
+            CookieReply::new_checked(&bad).unwrap_err(),
+            WireError::BadVersion {
+                expected: 2,
+                got: 1
+            }
+        );
+        let mut bad = COOKIE_REPLY;
+        bad[3] = 1;
+        assert_eq!(
+            CookieReply::new_checked(&bad).unwrap_err(),
+            WireError::BadReserved(1)
+        );
+        let mut bad = COOKIE_REPLY;
+        bad[1] = 64;
+        assert_eq!(
+            CookieReply::new_checked(&bad).unwrap_err(),
+            WireError::PathIdOutOfRange(64)
+        );
+        let mut bad = COOKIE_REPLY;
+        bad[0] = 2;
+        assert!(CookieReply::new_checked(&bad).is_err());
+    }
+
+    proptest! {
+        /// Any 52 bytes with a valid header parse, and nothing else does.
+        #[test]
+        fn cookie_reply_parses_only_well_formed(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let well_formed = bytes.len() == COOKIE_REPLY_LEN
+                && bytes[0] == 0x06
+                && bytes[1] <= MAX_PATH_ID
+                && bytes[2] == HANDSHAKE_VERSION
+                && bytes[3] == 0;
+            prop_assert_eq!(CookieReply::new_checked(&bytes).is_ok(), well_formed);
+        }
+
+        #[test]
+        fn cookie_reply_round_trip(path_id in 0..=MAX_PATH_ID, receiver in any::<u32>(),
+                                   nonce in any::<[u8; 12]>(), sealed in any::<[u8; 32]>()) {
+            let mut out = [0u8; COOKIE_REPLY_LEN];
+            CookieReply::emit(&mut out, path_id, SessionId(receiver), &nonce, &sealed);
+            let view = CookieReply::new_checked(&out).unwrap();
+            prop_assert_eq!(view.path_id(), path_id);
+            prop_assert_eq!(view.receiver(), SessionId(receiver));
+            prop_assert_eq!(view.nonce(), nonce);
+            prop_assert_eq!(view.sealed(), sealed);
+        }
+    }
+
     proptest! {
         #[test]
         fn parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -1502,6 +1677,9 @@ mod tests {
             let _ = ControlMeta::parse(&bytes);
             let _ = HandshakeInit::new_checked(&bytes);
             let _ = HandshakeResponse::new_checked(&bytes);
+            if let Ok(reply) = CookieReply::new_checked(&bytes) {
+                let _ = (reply.path_id(), reply.receiver(), reply.nonce(), reply.sealed());
+            }
             for frame in frames(&bytes) {
                 let _ = frame;
             }

@@ -372,6 +372,8 @@ pub struct ServerConfig {
     pub metrics: MetricsConfig,
     /// Control socket.
     pub control: ControlConfig,
+    /// Flood limits on handshake inits (`[handshake]`).
+    pub handshake: crate::cookie::HandshakeLimits,
 }
 
 /// Placeholder printed by `Debug` instead of private key bytes.
@@ -420,6 +422,7 @@ impl fmt::Debug for ServerConfig {
             .field("log", &self.log)
             .field("metrics", &self.metrics)
             .field("control", &self.control)
+            .field("handshake", &self.handshake)
             .finish()
     }
 }

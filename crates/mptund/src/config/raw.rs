@@ -49,6 +49,16 @@ pub(super) struct RawServer {
     pub log: Option<Sp<RawLog>>,
     pub metrics: Option<Sp<RawMetrics>>,
     pub control: Option<Sp<RawControl>>,
+    pub handshake: Option<Sp<RawHandshake>>,
+}
+
+/// The server's `[handshake]` table: flood limits.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHandshake {
+    pub load_threshold_per_s: Option<Sp<i64>>,
+    pub rate_per_source_per_s: Option<Sp<i64>>,
+    pub burst_per_source: Option<Sp<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

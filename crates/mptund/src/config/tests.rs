@@ -251,6 +251,7 @@ fn server_example_parses() {
     );
     assert_eq!(config.peers[1].public_key, key(OTHER_PUBLIC));
     assert_eq!(config.timers.session_idle_timeout, Duration::from_secs(180));
+    assert_eq!(config.handshake, crate::cookie::HandshakeLimits::default());
 }
 
 /// Every field the examples document in a comment (`# field = …`) must be
@@ -588,6 +589,10 @@ fn broken_configs() -> Vec<Broken> {
         s("duplicate peer names", second_peer("\"198.18.100.3/32\"").replace("\"train-043\"", "\"train-042\""), Some(12), "peer[1].name", "already used on line 8", "its own name"),
         s("duplicate peer keys", second_peer("\"198.18.100.3/32\"").replace(OTHER_PUBLIC, CLIENT_PUBLIC), Some(13), "peer[1].public_key", "already given to peer \"train-042\" (line 9)", "mptund genkey"),
         s("peer key is the server's own", server_with(CLIENT_PUBLIC, SERVER_PUBLIC), Some(9), "peer[0].public_key", "this server's own public key", "mptund pubkey < client.key"),
+        s("load threshold out of range", format!("{MINIMAL_SERVER}[handshake]\nload_threshold_per_s = 0\n"), Some(12), "handshake.load_threshold_per_s", "0 inits/s is out of range", "from 1 to 1000000 inits/s (default 200)"),
+        s("burst not an integer", format!("{MINIMAL_SERVER}[handshake]\nburst_per_source = 5.5\n"), Some(12), "handshake.burst_per_source", "expected an integer", "whole number"),
+        s("handshake field misspelt", format!("{MINIMAL_SERVER}[handshake]\nrate_per_source = 20\n"), Some(12), "handshake.rate_per_source", "unknown field `rate_per_source`", "did you mean `rate_per_source_per_s`?"),
+        c("server table in a client", format!("{MINIMAL_CLIENT}[handshake]\nload_threshold_per_s = 100\n"), Some(12), "handshake", "unknown field `handshake`", "belongs in a server configuration"),
         s("client timer in a server", format!("{MINIMAL_SERVER}[timers]\nsession_timeout_ms = 60000\n"), Some(12), "timers.session_timeout_ms", "not a server setting", "the server counterpart is `session_idle_timeout_ms`"),
     ]
 }

@@ -389,6 +389,14 @@ impl Collector for ReportCollector {
             MetricType::Counter,
         )?
         .only_counter(report.sessions_established)?;
+        family(
+            &mut encoder,
+            "mptund_cookie_replies_sent",
+            "Handshake inits the server answered with a cookie reply because it was under load.",
+            None,
+            MetricType::Counter,
+        )?
+        .only_counter(report.cookie_replies_sent)?;
 
         let mut drops = family(
             &mut encoder,
@@ -737,7 +745,10 @@ mod tests {
             drops.record(now, DropReason::Replayed, &"test");
         }
         drops.record(now, DropReason::NoRoute, &"test");
-        Report::new("server", Vec::new(), Vec::new(), &drops, 7)
+        drops.record(now, DropReason::CookieRequired, &"test");
+        let mut report = Report::new("server", Vec::new(), Vec::new(), &drops, 7);
+        report.cookie_replies_sent = 1;
+        report
     }
 
     #[test]
@@ -753,6 +764,8 @@ mod tests {
         }
         assert!(text.contains("\nmptund_sessions 0"));
         assert!(text.contains("\nmptund_sessions_established_total 7\n"));
+        assert!(text.contains("\nmptund_dropped_packets_total{reason=\"cookie_required\"} 1\n"));
+        assert!(text.contains("\nmptund_cookie_replies_sent_total 1\n"));
         assert!(text.ends_with("# EOF\n"));
     }
 

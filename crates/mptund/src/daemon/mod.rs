@@ -263,7 +263,8 @@ async fn run_server(
         session_idle_timeout: config.timers.session_idle_timeout,
     };
     let pool = pool_for(tun_mtu, &settings.session.reorder);
-    let core = ServerCore::new(settings, pool);
+    let mut core = ServerCore::new(settings, pool);
+    core.set_handshake_limits(config.handshake);
     let binding = Binding {
         interface: None,
         source_address: Some(config.listen.ip()),

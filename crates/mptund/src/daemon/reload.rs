@@ -443,6 +443,7 @@ fn apply_server(
         })
         .collect();
     event_loop.engine.set_peers(now, peers, &mut event_loop.out);
+    event_loop.engine.set_handshake_limits(new.handshake);
     set_stats_interval(event_loop, new.log.stats_interval, now);
     Ok(())
 }

@@ -47,6 +47,13 @@ pub fn table(report: &Report, interfaces: &Interfaces) -> String {
         .filter(|(_, &count)| count > 0)
         .map(|(reason, count)| format!("{reason}={count}"))
         .collect();
+    if report.cookie_replies_sent > 0 {
+        let _ = writeln!(
+            out,
+            "\ncookie replies sent: {} (handshakes under load)",
+            report.cookie_replies_sent
+        );
+    }
     let _ = writeln!(
         out,
         "\ndrops: {}",
@@ -267,5 +274,27 @@ mod tests {
         assert_eq!(duration(5.0), "5.0s");
         assert_eq!(duration(125.0), "2m05s");
         assert_eq!(duration(7300.0), "2h01m");
+    }
+
+    #[test]
+    fn the_table_shows_cookie_replies_and_flood_drops() {
+        let now = std::time::Instant::now();
+        let mut drops = crate::counters::DropCounters::default();
+        drops.record(now, crate::counters::DropReason::CookieRequired, &"test");
+        drops.record(
+            now,
+            crate::counters::DropReason::HandshakeRateLimited,
+            &"test",
+        );
+        let mut report = Report::new("server", Vec::new(), Vec::new(), &drops, 0);
+        let quiet = table(&report, &Interfaces::default());
+        assert!(!quiet.contains("cookie replies"), "{quiet}");
+        report.cookie_replies_sent = 1;
+        let text = table(&report, &Interfaces::default());
+        assert!(text.contains("cookie replies sent: 1"), "{text}");
+        assert!(
+            text.contains("cookie_required=1 handshake_rate_limited=1"),
+            "{text}"
+        );
     }
 }

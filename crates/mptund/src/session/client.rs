@@ -13,10 +13,13 @@ use super::{
     SessionPath, SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
+use crate::cookie::{self, CookieReplyKey, ReceivedCookie};
 use crate::counters::{DropCounters, DropReason};
-use crate::handshake::{self, PendingHandshake};
+use crate::handshake::{self, PendingHandshake, MAC1_LEN};
 use crate::keys::{PrivateKey, PublicKey};
-use crate::wire::{self, PacketType, SessionId, TransportHeader, HANDSHAKE_INIT_LEN};
+use crate::wire::{
+    self, field, CookieReply, PacketType, SessionId, TransportHeader, HANDSHAKE_INIT_LEN,
+};
 
 #[derive(Clone, Debug)]
 pub struct ClientPathSettings {
@@ -71,6 +74,13 @@ struct Handshaking {
     pending: PendingHandshake,
     local_id: SessionId,
     path: PathId,
+    /// The socket the init went out on: a cookie reply must come back on it.
+    socket: usize,
+    /// The init's mac1: a cookie reply for this init is sealed under it.
+    init_mac1: [u8; MAC1_LEN],
+    /// Whether the init carried a mac2 (a cookie reply then does not trigger an
+    /// immediate retry, so client and server never loop).
+    with_cookie: bool,
     sent_at: Instant,
     /// The server session id whose keys this handshake renews.
     renews: Option<SessionId>,
@@ -101,6 +111,12 @@ pub struct ClientCore {
     deliver: VecDeque<Packet>,
     drops: DropCounters,
     sessions_established: u64,
+    cookie_reply_key: CookieReplyKey,
+    /// The server's latest cookie per path socket: a cookie is bound to the source
+    /// address and port, which differ per path.
+    cookies: Vec<(usize, ReceivedCookie)>,
+    /// After a cookie reply the next attempt goes out at once on this socket, with mac2.
+    retry_on_socket: Option<usize>,
 }
 
 impl ClientCore {
@@ -121,6 +137,9 @@ impl ClientCore {
             .collect();
         let next_path_id = settings.paths.len() as u8;
         Self {
+            cookie_reply_key: CookieReplyKey::new(&settings.server_public_key),
+            cookies: Vec::new(),
+            retry_on_socket: None,
             settings,
             idle_paths,
             session: None,
@@ -343,9 +362,19 @@ impl ClientCore {
             tracing::debug!("no path socket open; handshake postponed");
             return;
         }
-        let (path_id, socket, remote, name) =
-            candidates[self.handshake_rotation % candidates.len()].clone();
-        self.handshake_rotation = self.handshake_rotation.wrapping_add(1);
+        let retry = self.retry_on_socket.take().and_then(|socket| {
+            candidates
+                .iter()
+                .find(|(_, candidate_socket, _, _)| *candidate_socket == socket)
+        });
+        let (path_id, socket, remote, name) = match retry {
+            Some(candidate) => candidate.clone(),
+            None => {
+                let next = candidates[self.handshake_rotation % candidates.len()].clone();
+                self.handshake_rotation = self.handshake_rotation.wrapping_add(1);
+                next
+            }
+        };
         let local_id = random_session_id();
         let fields = handshake::InitFields {
             sender: local_id,
@@ -371,6 +400,17 @@ impl ClientCore {
         );
         match pending {
             Ok(pending) => {
+                let cookie = self
+                    .cookies
+                    .iter()
+                    .find(|(cookie_socket, _)| *cookie_socket == socket)
+                    .and_then(|(_, received)| received.usable(now));
+                if let Some(cookie) = cookie {
+                    cookie::write_mac2(cookie, message);
+                }
+                let with_cookie = cookie.is_some();
+                let mut init_mac1 = [0u8; MAC1_LEN];
+                init_mac1.copy_from_slice(&message[field::INIT_MAC1]);
                 packet.set_range(start, start + HANDSHAKE_INIT_LEN);
                 match renews {
                     Some(_) => tracing::debug!(path = %name, "renewing the session keys"),
@@ -388,6 +428,9 @@ impl ClientCore {
                     pending,
                     local_id,
                     path: path_id,
+                    socket,
+                    init_mac1,
+                    with_cookie,
                     sent_at: now,
                     renews,
                 });
@@ -396,6 +439,64 @@ impl ClientCore {
                 self.pool.recycle(packet);
                 tracing::error!(%error, "could not build a handshake message");
             }
+        }
+    }
+
+    /// A cookie reply says the server is under load and wants mac2 on our inits: the
+    /// cookie is kept for the path it came in on, and an init that went out without
+    /// one is repeated at once, with mac2.
+    fn handle_cookie_reply(&mut self, now: Instant, received: &Received, packet: &Packet) {
+        let reply = match CookieReply::new_checked(packet.bytes()) {
+            Ok(reply) => reply,
+            Err(error) => {
+                return self
+                    .drops
+                    .record(now, DropReason::CookieReplyRejected, &error)
+            }
+        };
+        let Some(handshaking) = self.handshake.as_ref().filter(|handshaking| {
+            handshaking.local_id == reply.receiver() && handshaking.socket == received.socket
+        }) else {
+            return self.drops.record(
+                now,
+                DropReason::CookieReplyRejected,
+                &"cookie reply for no handshake in progress on its path",
+            );
+        };
+        let cookie =
+            match self
+                .cookie_reply_key
+                .open(reply.nonce(), &reply.sealed(), &handshaking.init_mac1)
+            {
+                Ok(cookie) => cookie,
+                Err(error) => {
+                    return self
+                        .drops
+                        .record(now, DropReason::CookieReplyRejected, &error)
+                }
+            };
+        let retry_now = !handshaking.with_cookie;
+        let stored = ReceivedCookie {
+            cookie,
+            received_at: now,
+        };
+        match self
+            .cookies
+            .iter_mut()
+            .find(|(socket, _)| *socket == received.socket)
+        {
+            Some((_, slot)) => *slot = stored,
+            None => self.cookies.push((received.socket, stored)),
+        }
+        if retry_now {
+            tracing::info!(
+                socket = received.socket,
+                "the server is under load: repeating the handshake with its cookie"
+            );
+            self.retry_on_socket = Some(received.socket);
+            self.next_handshake_at = now;
+        } else {
+            tracing::info!(socket = received.socket, "the server refused our cookie (a new address?): its new one goes with the next attempt");
         }
     }
 
@@ -554,6 +655,10 @@ impl Engine for ClientCore {
         match wire::packet_type(packet.bytes()) {
             Ok(PacketType::HandshakeResponse) => {
                 self.handle_response(now, &received, &packet, out);
+                self.pool.recycle(packet);
+            }
+            Ok(PacketType::CookieReply) => {
+                self.handle_cookie_reply(now, &received, &packet);
                 self.pool.recycle(packet);
             }
             Ok(
@@ -717,6 +822,11 @@ impl Engine for ClientCore {
             return;
         };
         let was_open = self.paths()[index].socket_open;
+        if open && !was_open {
+            // A new socket may have a new address: a cookie for the old one is useless.
+            self.cookies
+                .retain(|(cookie_socket, _)| *cookie_socket != socket);
+        }
         match &mut self.session {
             Some(session) if was_open && !open => {
                 session.on_socket_closed(now, index, &mut self.pool, &mut self.drops, out);

@@ -16,6 +16,8 @@ pub struct Report {
     /// Client paths while no session is up (with a session they are in `sessions`).
     pub idle_paths: Vec<PathReport>,
     pub drops: std::collections::BTreeMap<&'static str, u64>,
+    /// Server: handshake inits answered with a cookie reply (under load).
+    pub cookie_replies_sent: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -218,6 +220,7 @@ impl Report {
             sessions_established,
             sessions,
             idle_paths,
+            cookie_replies_sent: 0,
             drops: drops
                 .iter()
                 .map(|(reason, count)| (reason.as_str(), count))

@@ -17,6 +17,7 @@ use crate::config::IpNet;
 use crate::counters::DropReason;
 use crate::keys::PrivateKey;
 
+mod cookies;
 mod keys;
 mod migration;
 

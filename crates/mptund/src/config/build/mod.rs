@@ -16,8 +16,8 @@ use toml::de::DeTable;
 use super::error::{self, ConfigError, Mode, Source};
 use super::keys::{decode_key, public_key_of, KEY_LEN};
 use super::raw::{
-    RawClient, RawCongestion, RawControl, RawLog, RawMetrics, RawPath, RawPeer, RawReorder,
-    RawScheduler, RawServer, RawTimers, RawTun, Sp,
+    RawClient, RawCongestion, RawControl, RawHandshake, RawLog, RawMetrics, RawPath, RawPeer,
+    RawReorder, RawScheduler, RawServer, RawTimers, RawTun, Sp,
 };
 use super::suggest;
 use super::{
@@ -32,6 +32,7 @@ use super::{
     DEFAULT_SESSION_TIMEOUT, DEFAULT_STATS_INTERVAL, KNOWN_CONTROLLERS, KNOWN_SCHEDULERS,
     MAX_PATHS,
 };
+use crate::cookie::HandshakeLimits;
 
 mod tables;
 mod values;
@@ -517,6 +518,7 @@ impl Validator<'_> {
             log: self.log(&raw.log)?,
             metrics: self.metrics(&raw.metrics)?,
             control: self.control(&raw.control)?,
+            handshake: self.handshake(&raw.handshake)?,
         })
     }
 

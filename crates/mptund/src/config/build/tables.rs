@@ -486,6 +486,42 @@ impl Validator<'_> {
         })
     }
 
+    /// `[handshake]` (server): when cookies start and each source's token bucket.
+    pub(super) fn handshake(&self, raw: &Option<Sp<RawHandshake>>) -> Result<HandshakeLimits> {
+        let defaults = HandshakeLimits::default();
+        let Some(table) = raw else {
+            return Ok(defaults);
+        };
+        let table = table.get_ref();
+        let count = |value: Option<&Sp<i64>>, field: &str, max: i64, unit: &str, default: u32| {
+            self.integer(value, field, 1..=max, unit, i64::from(default))
+                .map(|count| u32::try_from(count).unwrap_or(default))
+        };
+        Ok(HandshakeLimits {
+            load_threshold_per_s: count(
+                table.load_threshold_per_s.as_ref(),
+                "handshake.load_threshold_per_s",
+                1_000_000,
+                " inits/s",
+                defaults.load_threshold_per_s,
+            )?,
+            rate_per_source_per_s: count(
+                table.rate_per_source_per_s.as_ref(),
+                "handshake.rate_per_source_per_s",
+                100_000,
+                " inits/s",
+                defaults.rate_per_source_per_s,
+            )?,
+            burst_per_source: count(
+                table.burst_per_source.as_ref(),
+                "handshake.burst_per_source",
+                100_000,
+                " inits",
+                defaults.burst_per_source,
+            )?,
+        })
+    }
+
     pub(super) fn log(&self, raw: &Option<Sp<RawLog>>) -> Result<LogConfig> {
         let stats = raw
             .as_ref()
