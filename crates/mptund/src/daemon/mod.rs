@@ -3,6 +3,10 @@
 //! protocol decisions are the core's ([`crate::session`]); this module only reads the
 //! clock, performs syscalls and reports what the core asks it to.
 
+// The loop's per-socket vectors are indexed by the socket slots it created, never
+// by a wire value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod control;
 mod hotplug;
 mod metrics;

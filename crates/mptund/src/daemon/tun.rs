@@ -1,5 +1,10 @@
 //! The TUN device: created with its addresses and MTU, up, non-blocking on tokio.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::io;
 use std::net::IpAddr;
 

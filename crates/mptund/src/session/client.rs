@@ -1,6 +1,10 @@
 //! The client's side of the protocol: it owns the paths (one socket each), starts the
 //! handshake, keeps idle paths alive and re-handshakes when the server goes silent.
 
+// Peers and paths are indexed by positions this module found (by key, id or
+// socket), never by a wire value; every wire value is checked by its view.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

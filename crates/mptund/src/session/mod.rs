@@ -12,6 +12,10 @@
 //! them, queues them when every path is full and re-sends what a path lost; `receive`
 //! opens datagrams, acknowledges them and reorders inner packets.
 
+// Peers and paths are indexed by positions this module found (by key, id or
+// socket), never by a wire value; every wire value is checked by its view.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod budget;
 mod classify;
 mod client;

@@ -2,6 +2,10 @@
 //! each path's address from authenticated datagrams, routes packets from its TUN to the
 //! session whose peer owns the destination address, and forgets silent sessions.
 
+// Peers and paths are indexed by positions this module found (by key, id or
+// socket), never by a wire value; every wire value is checked by its view.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
