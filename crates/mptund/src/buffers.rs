@@ -71,6 +71,17 @@ impl Packet {
         self.end = end;
     }
 
+    /// The `N` bytes from the packet's start as a fixed-size message to write, which
+    /// become the packet's content; `None` when the buffer is too short.
+    pub fn message_mut<const N: usize>(&mut self) -> Option<&mut [u8; N]> {
+        let end = self.start.checked_add(N)?;
+        if end > self.buf.len() {
+            return None;
+        }
+        self.end = end;
+        self.buf.get_mut(self.start..end)?.try_into().ok()
+    }
+
     /// Room to read an inner packet into, leaving head- and tailroom for sealing.
     pub fn inner_read_area(&mut self) -> &mut [u8] {
         let end = self.buf.len() - TAILROOM;

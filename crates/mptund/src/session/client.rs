@@ -387,12 +387,7 @@ impl ClientCore {
             renews,
         };
         let mut packet = self.pool.take();
-        let start = packet.start();
-        let Some(message) = packet
-            .buffer_mut()
-            .get_mut(start..start + HANDSHAKE_INIT_LEN)
-            .and_then(|slot| <&mut [u8; HANDSHAKE_INIT_LEN]>::try_from(slot).ok())
-        else {
+        let Some(message) = packet.message_mut::<HANDSHAKE_INIT_LEN>() else {
             self.pool.recycle(packet);
             return tracing::error!("a pool buffer cannot hold a handshake init");
         };
@@ -415,7 +410,6 @@ impl ClientCore {
                 let with_cookie = cookie.is_some();
                 let mut init_mac1 = [0u8; MAC1_LEN];
                 init_mac1.copy_from_slice(&message[field::INIT_MAC1]);
-                packet.set_range(start, start + HANDSHAKE_INIT_LEN);
                 match renews {
                     Some(_) => tracing::debug!(path = %name, "renewing the session keys"),
                     None => tracing::info!(path = %name, endpoint = %remote, "sending handshake"),

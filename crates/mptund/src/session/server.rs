@@ -271,17 +271,11 @@ impl ServerCore {
         let nonce = secrets.random_nonce();
         let sealed = self.cookie_reply_key.seal(nonce, &cookie, init.mac1());
         let mut reply = self.pool.take();
-        let start = reply.start();
-        let Some(message) = reply
-            .buffer_mut()
-            .get_mut(start..start + COOKIE_REPLY_LEN)
-            .and_then(|slot| <&mut [u8; COOKIE_REPLY_LEN]>::try_from(slot).ok())
-        else {
+        let Some(message) = reply.message_mut::<COOKIE_REPLY_LEN>() else {
             self.pool.recycle(reply);
             return tracing::error!("a pool buffer cannot hold a cookie reply");
         };
         CookieReply::emit(message, init.path_id(), init.sender(), &nonce, &sealed);
-        reply.set_range(start, start + COOKIE_REPLY_LEN);
         self.cookie_replies_sent += 1;
         self.cookie_replies.push(Outgoing {
             socket: received.socket,
@@ -460,12 +454,7 @@ impl ServerCore {
             }
         };
         let mut response = self.pool.take();
-        let start = response.start();
-        let Some(message) = response
-            .buffer_mut()
-            .get_mut(start..start + HANDSHAKE_RESPONSE_LEN)
-            .and_then(|slot| <&mut [u8; HANDSHAKE_RESPONSE_LEN]>::try_from(slot).ok())
-        else {
+        let Some(message) = response.message_mut::<HANDSHAKE_RESPONSE_LEN>() else {
             self.pool.recycle(response);
             return tracing::error!("a pool buffer cannot hold a handshake response");
         };
@@ -478,7 +467,6 @@ impl ServerCore {
                     .record(now, DropReason::HandshakeRejected, &error);
             }
         };
-        response.set_range(start, start + HANDSHAKE_RESPONSE_LEN);
         let keys = KeyPair::new(now, local_id, fields.sender, keys);
         let installed = match renewed {
             Some(session_id) => self.stage_renewed_keys(now, session_id, keys, &received),

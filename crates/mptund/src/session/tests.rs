@@ -358,6 +358,29 @@ impl Net {
         self.transmit(false);
     }
 
+    /// A genuine init from the client's key (as an attacker who held one back would
+    /// deliver it), with mac2 under `cookie` if given.
+    fn signed_init(&self, unix_time_nanos: u64, cookie: Option<&crate::cookie::Cookie>) -> Vec<u8> {
+        let mut init = [0u8; crate::wire::HANDSHAKE_INIT_LEN];
+        let fields = crate::handshake::InitFields {
+            sender: SessionId(0xc0c0),
+            path_id: 0,
+            unix_time_nanos,
+            renews: None,
+        };
+        crate::handshake::initiate(
+            &self.client_key,
+            &self.server_key.public_key(),
+            fields,
+            &mut init,
+        )
+        .unwrap();
+        if let Some(cookie) = cookie {
+            crate::cookie::write_mac2(cookie, &mut init);
+        }
+        init.to_vec()
+    }
+
     fn inject_to_server(&mut self, path: usize, bytes: Vec<u8>) {
         self.wire.push(InFlight {
             arrives: self.now,

@@ -2,13 +2,9 @@
 //! inits answered a few per wake-up while transport datagrams keep flowing.
 
 use super::*;
-use crate::cookie::{self, Cookie, CookieReplyKey, HandshakeLimits, COOKIE_SECRET_LIFETIME};
-use crate::handshake::{self, InitFields};
+use crate::cookie::{Cookie, CookieReplyKey, HandshakeLimits, COOKIE_SECRET_LIFETIME};
 use crate::session::server::INITS_PER_WAKE;
-use crate::wire::{
-    self, field, CookieReply, PacketType, COOKIE_REPLY_LEN, HANDSHAKE_INIT_LEN,
-    HANDSHAKE_RESPONSE_LEN,
-};
+use crate::wire::{self, field, CookieReply, PacketType, COOKIE_REPLY_LEN, HANDSHAKE_RESPONSE_LEN};
 
 /// Every init past the first counts as load: the server wants cookies at once.
 const ALWAYS_UNDER_LOAD: HandshakeLimits = HandshakeLimits {
@@ -32,28 +28,6 @@ fn spoofed(index: u32) -> SocketAddr {
 }
 
 impl Net {
-    /// A genuine init from the client's key, with mac2 under `cookie` if given.
-    fn signed_init(&self, unix_time_nanos: u64, cookie: Option<&Cookie>) -> Vec<u8> {
-        let mut init = [0u8; HANDSHAKE_INIT_LEN];
-        let fields = InitFields {
-            sender: SessionId(0xc0c0),
-            path_id: 0,
-            unix_time_nanos,
-            renews: None,
-        };
-        handshake::initiate(
-            &self.client_key,
-            &self.server_key.public_key(),
-            fields,
-            &mut init,
-        )
-        .unwrap();
-        if let Some(cookie) = cookie {
-            cookie::write_mac2(cookie, &mut init);
-        }
-        init.to_vec()
-    }
-
     /// Hands the server one datagram from `from` at `now`; returns what it sent.
     fn server_hears(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) -> Vec<Vec<u8>> {
         let received = Received {

@@ -3,8 +3,7 @@
 
 use super::*;
 use crate::crypto::KeyLifetime;
-use crate::handshake::{self, InitFields};
-use crate::wire::{PacketType, HANDSHAKE_INIT_LEN, HANDSHAKE_RESPONSE_LEN};
+use crate::wire::{PacketType, HANDSHAKE_RESPONSE_LEN};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -34,26 +33,6 @@ impl Net {
         let client = self.client.report(self.now).sessions[0].key_renewals;
         let server = self.server.report(self.now).sessions[0].key_renewals;
         (client, server)
-    }
-
-    /// A genuine init from the client's key, as someone who held one back would
-    /// deliver it.
-    fn init_from_the_client(&self, unix_time_nanos: u64) -> Vec<u8> {
-        let mut init = [0u8; HANDSHAKE_INIT_LEN];
-        let fields = InitFields {
-            sender: SessionId(0x5eed),
-            path_id: 0,
-            unix_time_nanos,
-            renews: None,
-        };
-        handshake::initiate(
-            &self.client_key,
-            &self.server_key.public_key(),
-            fields,
-            &mut init,
-        )
-        .unwrap();
-        init.to_vec()
     }
 
     fn tags(received: &[Vec<u8>]) -> Vec<u32> {
@@ -155,7 +134,7 @@ fn an_init_held_back_cannot_tear_down_a_working_session() {
     let session = net.session_id();
     let wall = net.wall.load(Ordering::Relaxed);
     // Newer than anything the server accepted, so it is answered...
-    net.inject_to_server(0, net.init_from_the_client(wall + 10 * SECOND));
+    net.inject_to_server(0, net.signed_init(wall + 10 * SECOND, None));
     net.run_for(Duration::from_millis(50));
     // ...but only keys the client uses replace its session.
     net.client_sends(1, 100);
@@ -165,7 +144,7 @@ fn an_init_held_back_cannot_tear_down_a_working_session() {
     assert_eq!(Net::tags(&net.client_received), [2]);
     assert_eq!(net.session_id(), session);
     // A second one replaces the first unconfirmed session, not the live one.
-    net.inject_to_server(1, net.init_from_the_client(wall + 20 * SECOND));
+    net.inject_to_server(1, net.signed_init(wall + 20 * SECOND, None));
     assert_eq!(net.server.drops().get(DropReason::UnconfirmedSession), 1);
     net.client_sends(3, 100);
     net.run_for(Duration::from_millis(50));
