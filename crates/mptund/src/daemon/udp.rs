@@ -63,7 +63,6 @@ impl PathSocket {
                     )
                 })?;
         }
-        socket.set_reuse_address(true)?;
         for (force, normal) in [
             (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
             (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
