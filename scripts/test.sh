@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Every test: unit and property tests of all crates, then the end-to-end tests in
-# network namespaces (root needed; without root they are skipped and say so).
+# Every test: unit and property tests of all crates, a smoke pass of the fuzz
+# targets, then the end-to-end tests in network namespaces (root needed; without
+# root they are skipped and say so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --workspace --bins
 cargo test --workspace
+# Every fuzz target for a fixed number of executions from its seeds (nightly).
+scripts/fuzz-smoke.sh
 # aarch64 (most vehicle routers) under emulation, with the qemu runner from
 # .cargo/config.toml: the in-memory session tests, and the binary that
 # tests/e2e/test_emulated.py runs.

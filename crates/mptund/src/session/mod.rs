@@ -13,7 +13,7 @@
 //! opens datagrams, acknowledges them and reorders inner packets.
 
 mod budget;
-mod classify;
+pub mod classify;
 mod client;
 mod codel;
 pub mod inner;
@@ -25,6 +25,8 @@ mod report;
 mod resend;
 mod send;
 mod server;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 
