@@ -122,7 +122,7 @@ impl World {
         }
     }
 
-    fn to_client(&mut self, socket: u8, bytes: Vec<u8>) {
+    fn receive_at_client(&mut self, socket: u8, bytes: Vec<u8>) {
         let socket = usize::from(socket) % CLIENT_PATHS;
         let received = Received {
             socket,
@@ -164,7 +164,7 @@ impl World {
                 });
                 let mut bytes = response.to_vec();
                 edit.apply(&mut bytes);
-                self.to_client(arrives_on, bytes);
+                self.receive_at_client(arrives_on, bytes);
             }
             Action::RogueSealed {
                 header,
@@ -175,7 +175,7 @@ impl World {
                     return;
                 };
                 let bytes = rogue.seal(*header, body);
-                self.to_client(*socket, bytes);
+                self.receive_at_client(*socket, bytes);
             }
             Action::Replay {
                 index,
@@ -188,9 +188,9 @@ impl World {
                 let (_, mut bytes) =
                     self.seen_by_client[usize::from(*index) % self.seen_by_client.len()].clone();
                 edit.apply(&mut bytes);
-                self.to_client(*socket, bytes);
+                self.receive_at_client(*socket, bytes);
             }
-            Action::Raw { bytes, socket } => self.to_client(*socket, bytes.clone()),
+            Action::Raw { bytes, socket } => self.receive_at_client(*socket, bytes.clone()),
             Action::Tun(spec) => {
                 let bytes = spec.build();
                 if let Some(packet) = tun_packet(self.client.pool(), &bytes) {

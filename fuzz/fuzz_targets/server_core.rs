@@ -185,7 +185,7 @@ impl World {
         }
     }
 
-    fn to_server(&mut self, from: std::net::SocketAddr, bytes: Vec<u8>) -> usize {
+    fn receive_at_server(&mut self, from: std::net::SocketAddr, bytes: Vec<u8>) -> usize {
         let received = Received {
             socket: 0,
             from,
@@ -201,7 +201,7 @@ impl World {
         answered
     }
 
-    fn to_client(&mut self, socket: usize, bytes: Vec<u8>) {
+    fn receive_at_client(&mut self, socket: usize, bytes: Vec<u8>) {
         let received = Received {
             socket,
             from: SERVER_ADDR,
@@ -240,9 +240,9 @@ impl World {
             remac(&mut bytes);
         }
         if to_server {
-            self.to_server(client_addr(path), bytes);
+            self.receive_at_server(client_addr(path), bytes);
         } else {
-            self.to_client(path, bytes);
+            self.receive_at_client(path, bytes);
         }
     }
 
@@ -274,7 +274,7 @@ impl World {
         let mut bytes = init.to_vec();
         edit.apply(&mut bytes);
         remac(&mut bytes);
-        self.to_server(source_addr(from), bytes);
+        self.receive_at_server(source_addr(from), bytes);
     }
 
     fn run(&mut self, action: &Action) {
@@ -317,7 +317,7 @@ impl World {
                 if *remac_init {
                     remac(&mut bytes);
                 }
-                self.to_server(source_addr(*from), bytes);
+                self.receive_at_server(source_addr(*from), bytes);
             }
             Action::RogueInit {
                 path_id,
@@ -331,10 +331,10 @@ impl World {
                     return;
                 };
                 let bytes = rogue.seal(*header, body);
-                self.to_server(source_addr(*from), bytes);
+                self.receive_at_server(source_addr(*from), bytes);
             }
             Action::Raw { bytes, from } => {
-                let answered = self.to_server(source_addr(*from), bytes.clone());
+                let answered = self.receive_at_server(source_addr(*from), bytes.clone());
                 assert!(
                     answered <= bytes.len(),
                     "{answered} bytes answered {} unauthenticated ones",
