@@ -46,6 +46,12 @@ fi
 rustup target add aarch64-unknown-linux-musl
 # The test command enforces the no-panic lints of the datagram modules.
 rustup component add clippy
+# The fuzz targets (fuzz/, scripts/fuzz-smoke.sh) build with nightly and cargo-fuzz.
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+CARGO_FUZZ_VERSION=0.13.2
+if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
+    nice -n 19 cargo +nightly install --locked --version "$CARGO_FUZZ_VERSION" cargo-fuzz
+fi
 if $release; then
     rustup target add x86_64-unknown-linux-musl armv7-unknown-linux-gnueabihf
 fi

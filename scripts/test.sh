@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test: unit and property tests of all crates, then the end-to-end tests in
-# network namespaces (root needed; without root they are skipped and say so).
+# Every test: unit and property tests of all crates, a smoke pass of the fuzz
+# targets, then the end-to-end tests in network namespaces (root needed; without
+# root they are skipped and say so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --workspace --bins
@@ -9,6 +10,8 @@ cargo build --release -p mptund --example flood_inits
 # The datagram modules deny unwrap, expect and unchecked indexing outside tests.
 cargo clippy -p mptund --lib -- -D warnings
 cargo test --workspace
+# Every fuzz target for a fixed number of executions from its seeds (nightly).
+scripts/fuzz-smoke.sh
 # aarch64 (most vehicle routers) under emulation, with the qemu runner from
 # .cargo/config.toml: the in-memory session tests, and the binary that
 # tests/e2e/test_emulated.py runs.

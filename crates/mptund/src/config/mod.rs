@@ -8,9 +8,9 @@
 //! touched: interfaces, sockets and the TUN device are the daemon's business.
 //!
 //! Every mistake is a [`ConfigError`] that names the file, line, column and
-//! field, says what is wrong and what to do. Things that are legal but
-//! probably unintended (a private key readable by others) come back as
-//! [`Loaded::warnings`].
+//! field, says what is wrong and what to do; a private key file that group or
+//! others may read is one. Things that are legal but probably unintended (every
+//! path a backup) come back as [`Loaded::warnings`].
 
 // `ConfigError` carries file, position, field, problem and hint by value (the
 // daemon's contract). It is built once, on the cold start-up/reload path, so

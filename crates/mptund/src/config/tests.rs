@@ -397,21 +397,30 @@ fn absolute_key_path_is_used_as_is() {
 
 #[cfg(unix)]
 #[test]
-fn key_readable_by_others_is_a_warning() {
-    let dir = KeyDir::new();
-    dir.write_key("client.key", &encode_key(&test_private_key(1)), 0o644);
-    let loaded = parse("client.toml", MINIMAL_CLIENT, &dir.path).unwrap();
-    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
-    assert!(
-        loaded.warnings[0].contains("chmod 600"),
-        "{}",
-        loaded.warnings[0]
-    );
-    assert!(
-        loaded.warnings[0].contains("mode 644"),
-        "{}",
-        loaded.warnings[0]
-    );
+fn key_readable_by_group_or_others_is_refused_with_the_chmod_that_fixes_it() {
+    for mode in [0o644, 0o640, 0o604, 0o660, 0o601] {
+        let dir = KeyDir::new();
+        let key = dir.write_key("client.key", &encode_key(&test_private_key(1)), mode);
+        let error = parse("client.toml", MINIMAL_CLIENT, &dir.path).unwrap_err();
+        let shown = error.to_string();
+        assert!(
+            shown.contains("private_key_file")
+                && shown.contains(&key.display().to_string())
+                && shown.contains(&format!("mode {mode:03o}"))
+                && shown.contains(&format!("chmod 600 {}", key.display())),
+            "{shown}"
+        );
+        assert!(
+            shown.starts_with("client.toml:"),
+            "placed in the file: {shown}"
+        );
+    }
+    for mode in [0o600, 0o400] {
+        let dir = KeyDir::new();
+        dir.write_key("client.key", &encode_key(&test_private_key(1)), mode);
+        let loaded = parse("client.toml", MINIMAL_CLIENT, &dir.path).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    }
 }
 
 #[test]

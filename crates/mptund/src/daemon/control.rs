@@ -154,21 +154,46 @@ async fn answer(
     tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no request"))??;
-    let request = line.trim();
-    let response = match request {
-        "status" | "status json" | "status dump" => match source.report().await {
-            Some(report) if request == "status" => status::table(&report, interfaces),
-            Some(report) if request == "status dump" => status::dump(&report, interfaces),
-            Some(report) => serde_json::to_string_pretty(&report).map_err(io::Error::other)? + "\n",
+    let response = match parse_request(&line) {
+        Ok(request) => match source.report().await {
+            Some(report) => match request {
+                ControlRequest::StatusTable => status::table(&report, interfaces),
+                ControlRequest::StatusDump => status::dump(&report, interfaces),
+                ControlRequest::StatusJson => {
+                    serde_json::to_string_pretty(&report).map_err(io::Error::other)? + "\n"
+                }
+            },
             None => "error: the daemon did not answer (busy or shutting down)\n".to_owned(),
         },
-        other => format!(
-            "error: unknown request {:?}; send \"status\", \"status json\" or \"status dump\"\n",
-            other.chars().take(40).collect::<String>()
-        ),
+        Err(refusal) => refusal,
     };
     write.write_all(response.as_bytes()).await?;
     write.shutdown().await
+}
+
+/// What a control client may ask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlRequest {
+    /// `status`: a table for a person.
+    StatusTable,
+    /// `status json`: the full report for scripts.
+    StatusJson,
+    /// `status dump`: one tab-separated line per path.
+    StatusDump,
+}
+
+/// Reads one request line (surrounding white space ignored); anything else gets the
+/// `error:` line to answer with, quoting at most 40 characters of what was sent.
+pub fn parse_request(line: &str) -> Result<ControlRequest, String> {
+    match line.trim() {
+        "status" => Ok(ControlRequest::StatusTable),
+        "status json" => Ok(ControlRequest::StatusJson),
+        "status dump" => Ok(ControlRequest::StatusDump),
+        other => Err(format!(
+            "error: unknown request {:?}; send \"status\", \"status json\" or \"status dump\"\n",
+            other.chars().take(40).collect::<String>()
+        )),
+    }
 }
 
 /// Sends `request` to the daemon at `socket` and returns its answer (blocking; for
@@ -181,4 +206,26 @@ pub fn query(socket: &Path, request: &str) -> io::Result<String> {
     let mut answer = String::new();
     stream.read_to_string(&mut answer)?;
     Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_recognised_and_anything_else_is_refused_in_one_line() {
+        assert_eq!(parse_request("status\n"), Ok(ControlRequest::StatusTable));
+        assert_eq!(
+            parse_request(" status json \r\n"),
+            Ok(ControlRequest::StatusJson)
+        );
+        assert_eq!(parse_request("status dump"), Ok(ControlRequest::StatusDump));
+        for junk in ["", "STATUS", "status  json", "status\0", "\u{fffd}é"] {
+            let refusal = parse_request(junk).unwrap_err();
+            assert!(refusal.starts_with("error: unknown request"), "{refusal}");
+            assert_eq!(refusal.matches('\n').count(), 1, "{refusal:?}");
+        }
+        let long = "x".repeat(300);
+        assert!(parse_request(&long).unwrap_err().len() < 120);
+    }
 }

@@ -42,10 +42,12 @@ use mptund_probe::ProbeConfig;
 use ops::{Ops, OpsReady};
 use udp::{Binding, PathSocket};
 
-pub use control::query as query_control_socket;
+pub use control::{
+    parse_request as parse_control_request, query as query_control_socket, ControlRequest,
+};
 pub use metrics::render as render_metrics;
 pub use status::DUMP_COLUMNS;
-pub use udp::interface_mtu;
+pub use udp::{gro_segments, interface_mtu};
 
 /// Packets read from the TUN per wake-up before the sockets get their turn.
 const TUN_BATCH: usize = 64;

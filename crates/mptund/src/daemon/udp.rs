@@ -68,7 +68,6 @@ impl PathSocket {
                     )
                 })?;
         }
-        socket.set_reuse_address(true)?;
         for (force, normal) in [
             (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
             (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
@@ -130,11 +129,7 @@ impl PathSocket {
         };
         let mut datagrams = 0;
         for (meta, buffer) in metas.iter().zip(buffers.iter()).take(received) {
-            let stride = meta.stride.max(1);
-            let Some(filled) = buffer.get(..meta.len) else {
-                continue;
-            };
-            for segment in filled.chunks(stride) {
+            for segment in gro_segments(&buffer[..], meta.len, meta.stride) {
                 datagrams += 1;
                 on_datagram(Datagram {
                     bytes: segment,
@@ -170,6 +165,24 @@ impl PathSocket {
     }
 }
 
+/// The datagrams in one receive buffer: with GRO the kernel coalesces segments of
+/// `stride` bytes (the last may be shorter) into `received_len` bytes. A length
+/// beyond the buffer is clamped and a zero stride reads as one datagram, so a
+/// surprising answer from the kernel cannot cause a panic.
+pub fn gro_segments(
+    buffer: &[u8],
+    received_len: usize,
+    stride: usize,
+) -> impl Iterator<Item = &[u8]> {
+    let received = buffer.get(..received_len).unwrap_or(buffer);
+    let stride = if stride == 0 {
+        received.len().max(1)
+    } else {
+        stride
+    };
+    received.chunks(stride)
+}
+
 /// `setsockopt(SOL_SOCKET, option, value)` for the options socket2 does not wrap.
 #[allow(unsafe_code)]
 fn set_int_option(socket: &Socket, option: libc::c_int, value: usize) -> io::Result<()> {
@@ -199,4 +212,31 @@ pub fn interface_mtu(interface: &str) -> io::Result<u32> {
     text.trim()
         .parse()
         .map_err(|_| io::Error::other(format!("unreadable MTU for {interface}: {text:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gro_buffer_splits_into_stride_sized_segments_and_a_short_last_one() {
+        let buffer: Vec<u8> = (0..=255).collect();
+        let segments: Vec<&[u8]> = gro_segments(&buffer, 25, 10).collect();
+        assert_eq!(segments, [&buffer[0..10], &buffer[10..20], &buffer[20..25]]);
+    }
+
+    #[test]
+    fn odd_kernel_answers_do_not_panic() {
+        let buffer = [7u8; 16];
+        // A zero stride is one datagram, not one per byte.
+        assert_eq!(gro_segments(&buffer, 16, 0).count(), 1);
+        // A length past the buffer is clamped to it.
+        assert_eq!(
+            gro_segments(&buffer, 1000, 4)
+                .map(<[u8]>::len)
+                .sum::<usize>(),
+            16
+        );
+        assert_eq!(gro_segments(&buffer, 0, 4).count(), 0);
+    }
 }

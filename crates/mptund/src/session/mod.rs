@@ -17,7 +17,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod budget;
-mod classify;
+pub mod classify;
 mod client;
 mod codel;
 pub mod inner;
@@ -31,6 +31,8 @@ mod report;
 mod resend;
 mod send;
 mod server;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 

@@ -9,8 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mptund_sched::ReorderConfig;
-
 use super::*;
 use crate::buffers::{BufferPool, HEADROOM};
 use crate::config::IpNet;
@@ -34,45 +32,15 @@ fn client_addr(path: usize) -> SocketAddr {
 }
 
 fn settings(hold: Duration) -> SessionSettings {
-    SessionSettings {
-        scheduler: "round-robin".into(),
-        scheduler_params: mptund_sched::SchedulerParams::default(),
-        duplicate_latency_critical: false,
-        reorder: ReorderConfig {
-            max_hold: hold,
-            capacity: 1024,
-        },
-        adaptive_hold: None,
-        path_timeout: Duration::from_millis(3000),
-        send_queue: SendQueueConfig {
-            capacity_packets: 1024,
-            max_sojourn: Duration::from_millis(50),
-            codel: super::CoDelConfig {
-                target: Duration::from_millis(5),
-                interval: Duration::from_millis(100),
-            },
-        },
-        max_inner_len: MTU,
-        congestion_controller: "cubic".into(),
-        key_lifetime: crate::crypto::KeyLifetime::default(),
-        probe: mptund_probe::ProbeConfig {
-            max_datagram_size: (MTU + crate::wire::DATA_OVERHEAD) as u64,
-            max_ack_delay: Duration::from_millis(5),
-            initial_rtt: Duration::from_millis(333),
-        },
-    }
+    super::testing::session_settings("round-robin", hold, MTU)
 }
 
 fn path_settings() -> PathSettings {
-    PathSettings {
-        keepalive_interval: Duration::from_millis(1000),
-        probe_interval: Duration::from_millis(250),
-        probe_budget_bytes_per_hour: None,
-    }
+    super::testing::path_settings()
 }
 
 fn pool() -> BufferPool {
-    BufferPool::new(HEADROOM + MTU + 1 + crate::buffers::TAILROOM, 64, 4096)
+    super::testing::pool(MTU)
 }
 
 /// A minimal IPv4 packet with `payload` bytes of body; the body starts with a u32 tag.

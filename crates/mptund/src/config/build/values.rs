@@ -3,7 +3,7 @@
 use super::*;
 
 impl Validator<'_> {
-    /// Reads and decodes the private key file; warns when others may read it.
+    /// Reads and decodes the private key file; refuses it when others may read it.
     pub(super) fn private_key(
         &mut self,
         value: &Option<Sp<String>>,
@@ -65,32 +65,53 @@ impl Validator<'_> {
                 field,
                 format!("cannot read private key file {shown}: {e}"),
             )
-            .with_hint("check that the daemon's user may read the file")
+            .with_hint(format!(
+                "check that the daemon's user may read the file (the systemd unit runs as \
+                 user mptund: `chown mptund: {shown}`)"
+            ))
         })?;
         let text = String::from_utf8_lossy(&bytes);
         let key = decode_key(&text).map_err(|e| {
             self.error(span.clone(), field, format!("private key file {shown} {e}"))
                 .with_hint(format!("replace it: {genkey}"))
         })?;
-        self.check_key_permissions(&path, &metadata);
+        self.check_key_permissions(&path, &metadata)
+            .map_err(|(problem, hint)| self.error(span, field, problem).with_hint(hint))?;
         Ok((path, key))
     }
 
+    /// A private key that group or others may read is refused: anyone on the
+    /// machine who reads it can impersonate this side of every tunnel. Returns the
+    /// problem and the fix.
     #[cfg(unix)]
-    pub(super) fn check_key_permissions(&mut self, path: &Path, metadata: &std::fs::Metadata) {
+    pub(super) fn check_key_permissions(
+        &self,
+        path: &Path,
+        metadata: &std::fs::Metadata,
+    ) -> std::result::Result<(), (String, String)> {
         use std::os::unix::fs::PermissionsExt as _;
         let mode = metadata.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
-            self.warnings.push(format!(
-                "private key file {} is accessible by group or others (mode {mode:03o}); run `chmod 600 {}`",
-                path.display(),
-                path.display()
+            let shown = path.display();
+            return Err((
+                format!(
+                    "private key file {shown} may be read by group or others (mode {mode:03o}), \
+                     so it is refused"
+                ),
+                format!("run `chmod 600 {shown}`"),
             ));
         }
+        Ok(())
     }
 
     #[cfg(not(unix))]
-    pub(super) fn check_key_permissions(&mut self, _path: &Path, _metadata: &std::fs::Metadata) {}
+    pub(super) fn check_key_permissions(
+        &self,
+        _path: &Path,
+        _metadata: &std::fs::Metadata,
+    ) -> std::result::Result<(), (String, String)> {
+        Ok(())
+    }
 
     pub(super) fn public_key(
         &self,

@@ -1,0 +1,56 @@
+//! Settings for cores built outside the daemon: the in-memory session tests and the
+//! fuzz targets (`fuzz/`, cargo feature `fuzzing`) start from the same values, so a
+//! new setting is filled in once.
+
+use std::time::Duration;
+
+use mptund_sched::ReorderConfig;
+
+use super::{CoDelConfig, PathSettings, SendQueueConfig, SessionSettings};
+use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
+
+/// Session settings with a fixed reorder hold and the given scheduler and TUN MTU.
+pub fn session_settings(scheduler: &str, hold: Duration, mtu: usize) -> SessionSettings {
+    SessionSettings {
+        scheduler: scheduler.into(),
+        scheduler_params: mptund_sched::SchedulerParams::default(),
+        duplicate_latency_critical: false,
+        reorder: ReorderConfig {
+            max_hold: hold,
+            capacity: 1024,
+        },
+        adaptive_hold: None,
+        path_timeout: Duration::from_millis(3000),
+        send_queue: SendQueueConfig {
+            capacity_packets: 1024,
+            max_sojourn: Duration::from_millis(50),
+            codel: CoDelConfig {
+                target: Duration::from_millis(5),
+                interval: Duration::from_millis(100),
+            },
+        },
+        max_inner_len: mtu,
+        congestion_controller: "cubic".into(),
+        key_lifetime: crate::crypto::KeyLifetime::default(),
+        probe: mptund_probe::ProbeConfig {
+            max_datagram_size: (mtu + crate::wire::DATA_OVERHEAD) as u64,
+            max_ack_delay: Duration::from_millis(5),
+            initial_rtt: Duration::from_millis(333),
+        },
+    }
+}
+
+/// Path probing: keepalives every second, probes every 250 ms, no budget.
+pub fn path_settings() -> PathSettings {
+    PathSettings {
+        keepalive_interval: Duration::from_millis(1000),
+        probe_interval: Duration::from_millis(250),
+        probe_budget_bytes_per_hour: None,
+    }
+}
+
+/// A buffer pool whose buffers hold an inner packet of up to `mtu` bytes (and one
+/// byte more, to see oversize packets) with the datagram's head- and tailroom.
+pub fn pool(mtu: usize) -> BufferPool {
+    BufferPool::new(HEADROOM + mtu + 1 + TAILROOM, 64, 4096)
+}

@@ -1,0 +1,538 @@
+//! What the structure-aware fuzz targets share: fixed keys made once per process,
+//! core settings, and descriptions (via `arbitrary`) of the datagrams an attacker
+//! can build: edited copies of genuine datagrams, and transport datagrams sealed
+//! with a session's real keys around any header, frames and inner packet.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use arbitrary::Arbitrary;
+use mptund::buffers::{BufferPool, Packet, HEADROOM};
+use mptund::crypto::SealingKey;
+use mptund::keys::{PrivateKey, PublicKey};
+use mptund::session::{Engine, Outgoing, Received};
+use mptund::wire::{self, TRANSPORT_HEADER_LEN};
+
+/// TUN MTU of both cores.
+pub const MTU: usize = 1400;
+pub const SERVER_ADDR: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
+pub const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
+pub const SERVER_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 1);
+/// Client paths in every target.
+pub const CLIENT_PATHS: usize = 3;
+/// Actions taken per input: keeps one execution short.
+pub const MAX_ACTIONS: usize = 48;
+/// Timer rounds per clock advance, so a core that keeps asking to be woken at one
+/// instant cannot hang the fuzzer.
+pub const MAX_TIMER_ROUNDS: usize = 256;
+/// Datagrams kept per direction for delivery or replay.
+pub const MAX_QUEUED: usize = 64;
+/// Wall clock the client starts from (nanoseconds since the UNIX epoch).
+pub const CLIENT_UNIX_NANOS: u64 = 1_700_000_000_000_000_000;
+
+pub struct Keys {
+    pub client: PrivateKey,
+    pub client_public: PublicKey,
+    pub server: PrivateKey,
+    pub server_public: PublicKey,
+}
+
+/// Fixed keys, derived once per process (public keys cost a scalar multiplication).
+pub fn keys() -> &'static Keys {
+    static KEYS: OnceLock<Keys> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let client = PrivateKey::from_bytes([0x11; 32]);
+        let server = PrivateKey::from_bytes([0x22; 32]);
+        Keys {
+            client_public: client.public_key(),
+            server_public: server.public_key(),
+            client,
+            server,
+        }
+    })
+}
+
+/// The address the client's path `index` sends from.
+pub fn client_addr(index: usize) -> SocketAddr {
+    SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(198, 18, (index % 250) as u8 + 1, 2)),
+        40000 + index as u16,
+    )
+}
+
+/// Where an attacker's datagram claims to come from: a client path's address, or
+/// some other host (a spoofed victim).
+pub fn source_addr(choice: u8) -> SocketAddr {
+    if usize::from(choice) < CLIENT_PATHS * 2 {
+        client_addr(usize::from(choice) % CLIENT_PATHS)
+    } else {
+        SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::new(198, 19, 7, choice)),
+            1024 + u16::from(choice),
+        )
+    }
+}
+
+pub fn session_settings() -> mptund::session::SessionSettings {
+    mptund::session::testing::session_settings("round-robin", Duration::from_millis(100), MTU)
+}
+
+pub fn pool() -> BufferPool {
+    mptund::session::testing::pool(MTU)
+}
+
+/// An edit of a datagram's bytes, as an attacker on the path makes it.
+#[derive(Arbitrary, Debug, Clone)]
+pub enum Edit {
+    None,
+    SetByte { at: u16, value: u8 },
+    XorByte { at: u16, mask: u8 },
+    SetPathId(u8),
+    Truncate(u16),
+    Append(Vec<u8>),
+}
+
+impl Edit {
+    pub fn apply(&self, bytes: &mut Vec<u8>) {
+        match self {
+            Edit::None => {}
+            Edit::SetByte { at, value } => {
+                if let Some(byte) = index_in(bytes, *at) {
+                    *byte = *value;
+                }
+            }
+            Edit::XorByte { at, mask } => {
+                if let Some(byte) = index_in(bytes, *at) {
+                    *byte ^= *mask;
+                }
+            }
+            Edit::SetPathId(path_id) => {
+                if let Some(byte) = bytes.get_mut(wire::field::PATH_ID) {
+                    *byte = *path_id;
+                }
+            }
+            Edit::Truncate(len) => bytes.truncate(usize::from(*len)),
+            Edit::Append(more) => bytes.extend_from_slice(more),
+        }
+    }
+}
+
+fn index_in(bytes: &mut [u8], at: u16) -> Option<&mut u8> {
+    let len = bytes.len();
+    if len == 0 {
+        return None;
+    }
+    bytes.get_mut(usize::from(at) % len)
+}
+
+/// Recomputes mac1 when `bytes` has an init's length, as anyone who knows the
+/// server's public key can.
+pub fn remac(bytes: &mut [u8]) {
+    if let Ok(init) = <&mut [u8; wire::HANDSHAKE_INIT_LEN]>::try_from(bytes) {
+        mptund::handshake::write_mac1(&keys().server_public, init);
+    }
+}
+
+/// An inner IP packet.
+#[derive(Arbitrary, Debug, Clone)]
+pub enum InnerSpec {
+    Ipv4 {
+        source: AddressChoice,
+        destination: AddressChoice,
+        protocol: u8,
+        transport: Vec<u8>,
+        /// Extra length beyond the transport bytes, up to past the MTU.
+        padding: u16,
+        fragment_offset: u16,
+    },
+    Ipv6 {
+        next_header: u8,
+        transport: Vec<u8>,
+        claimed_payload_len: Option<u16>,
+    },
+    Raw(Vec<u8>),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum AddressChoice {
+    Client,
+    Server,
+    Other([u8; 4]),
+}
+
+impl AddressChoice {
+    fn octets(self) -> [u8; 4] {
+        match self {
+            AddressChoice::Client => CLIENT_INNER.octets(),
+            AddressChoice::Server => SERVER_INNER.octets(),
+            AddressChoice::Other(octets) => octets,
+        }
+    }
+}
+
+impl InnerSpec {
+    /// The packet's bytes, at most one byte over the MTU.
+    pub fn build(&self) -> Vec<u8> {
+        let mut packet = match self {
+            InnerSpec::Ipv4 {
+                source,
+                destination,
+                protocol,
+                transport,
+                padding,
+                fragment_offset,
+            } => {
+                let total = (20 + transport.len() + usize::from(*padding) % (MTU + 1)).min(MTU + 1);
+                let mut packet = vec![0u8; total];
+                packet[0] = 0x45;
+                packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                packet[6..8].copy_from_slice(&(fragment_offset & 0x1fff).to_be_bytes());
+                packet[8] = 64;
+                packet[9] = *protocol;
+                packet[12..16].copy_from_slice(&source.octets());
+                packet[16..20].copy_from_slice(&destination.octets());
+                let room = total - 20;
+                let copied = transport.len().min(room);
+                packet[20..20 + copied].copy_from_slice(&transport[..copied]);
+                packet
+            }
+            InnerSpec::Ipv6 {
+                next_header,
+                transport,
+                claimed_payload_len,
+            } => {
+                let mut packet = vec![0u8; 40];
+                packet[0] = 0x60;
+                let payload_len = claimed_payload_len.unwrap_or(transport.len() as u16);
+                packet[4..6].copy_from_slice(&payload_len.to_be_bytes());
+                packet[6] = *next_header;
+                packet[8..24]
+                    .copy_from_slice(&[0xfd, 0, 0x6d, 0x70, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+                packet[24..40]
+                    .copy_from_slice(&[0xfd, 0, 0x6d, 0x70, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+                packet.extend_from_slice(transport);
+                packet
+            }
+            InnerSpec::Raw(bytes) => bytes.clone(),
+        };
+        packet.truncate(MTU + 1);
+        packet
+    }
+}
+
+/// A control frame, well-formed or not.
+#[derive(Arbitrary, Debug, Clone)]
+pub enum FrameSpec {
+    Ping {
+        ping_id: u32,
+    },
+    Pong {
+        ping_id: u32,
+        echoed_tx_time_us: u32,
+    },
+    Close,
+    Ack {
+        path_id: u8,
+        ack_delay_us: u32,
+        largest_owd_raw_us: u32,
+        ranges: Vec<(u32, u32)>,
+    },
+    GaveUp {
+        first_seq: u32,
+        count: u16,
+    },
+    /// Any type, any body length claim, any body.
+    Raw {
+        frame_type: u8,
+        claimed_len: Option<u16>,
+        body: Vec<u8>,
+    },
+}
+
+impl FrameSpec {
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let mut scratch = [0u8; 2048];
+        let written = match self {
+            FrameSpec::Ping { ping_id } => {
+                wire::write_frame(&mut scratch, &wire::Frame::Ping { ping_id: *ping_id })
+            }
+            FrameSpec::Pong {
+                ping_id,
+                echoed_tx_time_us,
+            } => wire::write_frame(
+                &mut scratch,
+                &wire::Frame::Pong {
+                    ping_id: *ping_id,
+                    echoed_tx_time_us: *echoed_tx_time_us,
+                },
+            ),
+            FrameSpec::Close => wire::write_frame(&mut scratch, &wire::Frame::Close),
+            FrameSpec::Ack {
+                path_id,
+                ack_delay_us,
+                largest_owd_raw_us,
+                ranges,
+            } => {
+                let room = (wire::FRAME_HEADER_LEN + wire::ACK_FIXED_LEN + ranges.len() * 8)
+                    .min(scratch.len());
+                wire::write_ack_frame(
+                    &mut scratch[..room],
+                    *path_id,
+                    *ack_delay_us,
+                    *largest_owd_raw_us,
+                    ranges.iter().copied(),
+                )
+            }
+            FrameSpec::GaveUp { first_seq, count } => wire::write_frame(
+                &mut scratch,
+                &wire::Frame::GaveUp {
+                    first_seq: *first_seq,
+                    count: *count,
+                },
+            ),
+            FrameSpec::Raw {
+                frame_type,
+                claimed_len,
+                body,
+            } => {
+                out.push(*frame_type);
+                let len = claimed_len.unwrap_or(body.len().min(usize::from(u16::MAX)) as u16);
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(body);
+                return;
+            }
+        };
+        if let Ok(written) = written {
+            out.extend_from_slice(&scratch[..written]);
+        }
+    }
+}
+
+/// A transport plaintext.
+#[derive(Arbitrary, Debug, Clone)]
+pub enum BodySpec {
+    Data {
+        path_pn: u32,
+        tx_time_us: u32,
+        seq: SeqChoice,
+        inner: InnerSpec,
+    },
+    Control {
+        path_pn: u32,
+        tx_time_us: u32,
+        frames: Vec<FrameSpec>,
+    },
+    DataWithFrames {
+        path_pn: u32,
+        tx_time_us: u32,
+        seq: SeqChoice,
+        frames: Vec<FrameSpec>,
+        claimed_frames_len: Option<u16>,
+        inner: InnerSpec,
+    },
+    Raw(Vec<u8>),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum SeqChoice {
+    Next,
+    Back(u8),
+    Raw(u32),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum CounterChoice {
+    Next,
+    Repeat(u8),
+    Raw(u64),
+}
+
+/// The header of a sealed datagram: type and path id as the attacker wants them.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct HeaderSpec {
+    /// 0 keeps the body's own type; anything else is written as is.
+    pub packet_type: u8,
+    pub path_id: u8,
+    pub counter: CounterChoice,
+    /// `None` addresses the genuine receiver session.
+    pub receiver: Option<u32>,
+}
+
+/// A sender holding a session's real sending key: a configured peer gone rogue.
+pub struct RogueSender {
+    pub key: SealingKey,
+    /// The receiver's session id.
+    pub receiver: u32,
+    pub next_counter: u64,
+    pub next_seq: u32,
+}
+
+impl RogueSender {
+    pub fn seal(&mut self, header: HeaderSpec, body: &BodySpec) -> Vec<u8> {
+        let (own_type, plaintext) = self.plaintext(body);
+        let counter = match header.counter {
+            CounterChoice::Next => {
+                self.next_counter += 1;
+                self.next_counter
+            }
+            CounterChoice::Repeat(back) => self.next_counter.saturating_sub(u64::from(back)),
+            CounterChoice::Raw(counter) => counter,
+        };
+        let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
+        header_bytes[wire::field::TYPE] = if header.packet_type == 0 {
+            own_type
+        } else {
+            header.packet_type
+        };
+        header_bytes[wire::field::PATH_ID] = header.path_id;
+        header_bytes[wire::field::TRANSPORT_RECEIVER]
+            .copy_from_slice(&header.receiver.unwrap_or(self.receiver).to_be_bytes());
+        header_bytes[wire::field::TRANSPORT_COUNTER].copy_from_slice(&counter.to_be_bytes());
+        let mut sealed = header_bytes.to_vec();
+        let mut body_bytes = plaintext;
+        let tag = self
+            .key
+            .seal_in_place(&header_bytes, counter, &mut body_bytes);
+        sealed.extend_from_slice(&body_bytes);
+        sealed.extend_from_slice(&tag);
+        sealed
+    }
+
+    fn seq(&mut self, choice: SeqChoice) -> u32 {
+        match choice {
+            SeqChoice::Next => {
+                let seq = self.next_seq;
+                self.next_seq = self.next_seq.wrapping_add(1);
+                seq
+            }
+            SeqChoice::Back(back) => self.next_seq.wrapping_sub(u32::from(back)),
+            SeqChoice::Raw(seq) => seq,
+        }
+    }
+
+    fn plaintext(&mut self, body: &BodySpec) -> (u8, Vec<u8>) {
+        let mut out = Vec::new();
+        match body {
+            BodySpec::Data {
+                path_pn,
+                tx_time_us,
+                seq,
+                inner,
+            } => {
+                let seq = self.seq(*seq);
+                push_data_meta(&mut out, *path_pn, *tx_time_us, seq);
+                out.extend_from_slice(&inner.build());
+                (wire::PacketType::Data.into(), out)
+            }
+            BodySpec::Control {
+                path_pn,
+                tx_time_us,
+                frames,
+            } => {
+                out.extend_from_slice(&path_pn.to_be_bytes());
+                out.extend_from_slice(&tx_time_us.to_be_bytes());
+                for frame in frames {
+                    frame.write(&mut out);
+                }
+                (wire::PacketType::Control.into(), out)
+            }
+            BodySpec::DataWithFrames {
+                path_pn,
+                tx_time_us,
+                seq,
+                frames,
+                claimed_frames_len,
+                inner,
+            } => {
+                let seq = self.seq(*seq);
+                push_data_meta(&mut out, *path_pn, *tx_time_us, seq);
+                let mut frame_bytes = Vec::new();
+                for frame in frames {
+                    frame.write(&mut frame_bytes);
+                }
+                let len = claimed_frames_len
+                    .unwrap_or(frame_bytes.len().min(usize::from(u16::MAX)) as u16);
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&frame_bytes);
+                out.extend_from_slice(&inner.build());
+                (wire::PacketType::DataWithFrames.into(), out)
+            }
+            BodySpec::Raw(bytes) => (wire::PacketType::Control.into(), bytes.clone()),
+        }
+    }
+}
+
+fn push_data_meta(out: &mut Vec<u8>, path_pn: u32, tx_time_us: u32, seq: u32) {
+    out.extend_from_slice(&path_pn.to_be_bytes());
+    out.extend_from_slice(&tx_time_us.to_be_bytes());
+    out.extend_from_slice(&seq.to_be_bytes());
+}
+
+/// A packet buffer holding `bytes` as a datagram, or `None` when the pool's buffers
+/// are too small for it (the daemon drops those as oversize before the core).
+pub fn datagram_packet(pool: &mut BufferPool, bytes: &[u8]) -> Option<Packet> {
+    pool.take_copy(bytes)
+}
+
+/// A packet buffer holding `bytes` as an inner packet read from the TUN.
+pub fn tun_packet(pool: &mut BufferPool, bytes: &[u8]) -> Option<Packet> {
+    let mut packet = pool.take();
+    let end = HEADROOM.checked_add(bytes.len())?;
+    packet
+        .buffer_mut()
+        .get_mut(HEADROOM..end)?
+        .copy_from_slice(bytes);
+    packet.set_range(HEADROOM, end);
+    Some(packet)
+}
+
+/// Hands a datagram to `engine` the way the daemon does (receive, then flush the
+/// acknowledgements of the batch) and returns the bytes it answered with in
+/// `handle_datagram` alone.
+pub fn deliver(
+    engine: &mut impl Engine,
+    now: Instant,
+    received: Received,
+    bytes: &[u8],
+    out: &mut Vec<Outgoing>,
+) -> usize {
+    let Some(packet) = datagram_packet(engine.pool(), bytes) else {
+        return 0;
+    };
+    let before = out.len();
+    engine.handle_datagram(now, received, packet, out);
+    let answered = out[before..].iter().map(|o| o.packet.len()).sum();
+    engine.flush_acks(now, out);
+    answered
+}
+
+/// Advances `engine`'s timers to `until`, at most [`MAX_TIMER_ROUNDS`] times.
+pub fn run_timers(
+    engine: &mut impl Engine,
+    now: &mut Instant,
+    until: Instant,
+    out: &mut Vec<Outgoing>,
+) {
+    for _ in 0..MAX_TIMER_ROUNDS {
+        let Some(at) = engine.poll_timeout().filter(|&at| at <= until) else {
+            break;
+        };
+        *now = (*now).max(at);
+        engine.handle_timeout(*now, out);
+    }
+}
+
+/// With `MPTUND_FUZZ_DUMP_DIR` set, every datagram a genuine core sends is written
+/// there (named by type and length), so that seeds for the wire targets are real
+/// datagrams: `MPTUND_FUZZ_DUMP_DIR=dir server_core -runs=0 corpus/server_core`.
+pub fn dump_datagram(bytes: &[u8]) {
+    static DIR: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    let Some(dir) = DIR.get_or_init(|| std::env::var_os("MPTUND_FUZZ_DUMP_DIR").map(Into::into))
+    else {
+        return;
+    };
+    let kind = bytes.first().copied().unwrap_or(0);
+    let _ = std::fs::write(dir.join(format!("type{kind}-len{}", bytes.len())), bytes);
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The long fuzzing run: every target for 10,000,000 executions, one process at a
+# time and at the lowest priority (the machine is shared), each starting from its
+# committed seeds. Logs go to fuzz/long-run/<target>.log; the corpus grown on the
+# way to fuzz/long-run/corpus/<target> (not committed), crashes to
+# fuzz/artifacts/<target>/.
+#
+#   scripts/fuzz-long.sh [target ...]        # default: every target
+#   FUZZ_DEADLINE=23:00 scripts/fuzz-long.sh # stop in time: the targets still to
+#                                            # run share what is left until then
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${FUZZ_RUNS:-10000000}
+# Release with debug assertions and overflow checks. No AddressSanitizer: the code
+# under test is safe Rust (a panic is the failure looked for), and it would halve the
+# rate of the whole-core targets. scripts/fuzz-smoke.sh builds the same way.
+FUZZ_BUILD_FLAGS="-O -a -s none"
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    # The fast parser targets first; the slow whole-core ones share what is left.
+    targets=(wire_datagram wire_frames inner_packet gro_split control_request config_file
+             server_core client_core)
+fi
+deadline=""
+[ -n "${FUZZ_DEADLINE:-}" ] && deadline=$(date -d "$FUZZ_DEADLINE" +%s)
+
+(cd fuzz && nice -n 19 cargo +nightly fuzz build $FUZZ_BUILD_FLAGS)
+bin_dir=${CARGO_TARGET_DIR:-fuzz/target}/x86_64-unknown-linux-gnu/release
+mkdir -p fuzz/long-run
+left=${#targets[@]}
+for target in "${targets[@]}"; do
+    budget=()
+    if [ -n "$deadline" ]; then
+        seconds=$(( (deadline - $(date +%s)) / left ))
+        [ "$seconds" -lt 10 ] && seconds=10
+        budget=(-max_total_time="$seconds")
+    fi
+    mkdir -p "fuzz/long-run/corpus/$target" "fuzz/artifacts/$target"
+    # The whole-core targets decode a sequence of actions: inputs may be long from
+    # the start, or most executions would hold only one or two actions.
+    shape=()
+    case "$target" in *_core) shape=(-len_control=0 -max_len=2048) ;; esac
+    echo "== $target: $RUNS runs ${budget[*]:-} (started $(date -u +%H:%M:%S))"
+    status=0
+    nice -n 19 "$bin_dir/$target" -runs="$RUNS" "${budget[@]}" "${shape[@]}" -print_final_stats=1 \
+        -artifact_prefix="fuzz/artifacts/$target/" \
+        "fuzz/long-run/corpus/$target" "fuzz/corpus/$target" \
+        > "fuzz/long-run/$target.log" 2>&1 || status=$?
+    grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' \
+        "fuzz/long-run/$target.log" || true
+    [ "$status" -ne 0 ] && echo "   $target FAILED (exit $status): see fuzz/long-run/$target.log"
+    left=$(( left - 1 ))
+done
