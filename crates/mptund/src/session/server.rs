@@ -756,9 +756,15 @@ impl Engine for ServerCore {
                 if let Some(retired) = opened.retired {
                     self.key_ids.remove(&retired);
                 }
-                self.confirm(now, session_id);
-                let Some(entry) = self.sessions.get_mut(&session_id) else {
-                    return self.pool.recycle(packet);
+                // Only a new session's first datagram looks the session up again.
+                let entry = if self.peers[entry.peer].unconfirmed == Some(session_id) {
+                    self.confirm(now, session_id);
+                    match self.sessions.get_mut(&session_id) {
+                        Some(entry) => entry,
+                        None => return self.pool.recycle(packet),
+                    }
+                } else {
+                    entry
                 };
                 let session = &mut entry.session;
                 // Only now, authenticated and fresh, may the datagram start moving
