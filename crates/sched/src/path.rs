@@ -147,6 +147,10 @@ pub struct PathView {
     pub bytes_in_flight: u64,
     /// Estimated delivery rate in bits per second.
     pub delivery_rate_bps: Option<u64>,
+    /// The delivery rate was measured while the sender offered the path less than
+    /// its window (application-limited, as a path kept idle by the scheduler is):
+    /// it shows what was offered, a lower bound of what the path carries.
+    pub delivery_rate_app_limited: bool,
     /// The path congestion controller's pacing rate in bits per second; `None`
     /// when unknown (no controller yet, or one that does not pace).
     pub pacing_rate_bps: Option<u64>,
@@ -169,6 +173,7 @@ impl PathView {
             cwnd_bytes: None,
             bytes_in_flight: 0,
             delivery_rate_bps: None,
+            delivery_rate_app_limited: false,
             pacing_rate_bps: None,
             loss_rate: None,
             pacing_ready: true,

@@ -40,15 +40,35 @@ const NANOS_PER_SEC: u128 = 1_000_000_000;
 ///
 /// Prefers the measured delivery rate, then the congestion controller's
 /// pacing rate, then `cwnd / srtt` (the rate a window-limited sender
-/// reaches). `None` when none of them is known. A zero estimate counts as
-/// unknown: it cannot drain anything and would predict an infinite wait.
+/// reaches). An application-limited delivery rate is only a lower bound: a
+/// path that carried nothing but probes measures the probes' rate, and
+/// trusting it would predict seconds of serialization and keep the path idle
+/// for good. Then the highest of the three counts. `None` when none of them
+/// is known. A zero estimate counts as unknown: it cannot drain anything and
+/// would predict an infinite wait.
 pub fn rate_estimate_bytes_per_sec(view: &PathView) -> Option<u64> {
-    if let Some(bps) = view.delivery_rate_bps.filter(|&bps| bps >= 8) {
-        return Some(bps / 8);
+    let delivery = view
+        .delivery_rate_bps
+        .filter(|&bps| bps >= 8)
+        .map(|bps| bps / 8);
+    if !view.delivery_rate_app_limited && delivery.is_some() {
+        return delivery;
     }
-    if let Some(bps) = view.pacing_rate_bps.filter(|&bps| bps >= 8) {
-        return Some(bps / 8);
+    let pacing = view
+        .pacing_rate_bps
+        .filter(|&bps| bps >= 8)
+        .map(|bps| bps / 8);
+    if !view.delivery_rate_app_limited && pacing.is_some() {
+        return pacing;
     }
+    [delivery, pacing, window_rate(view)]
+        .into_iter()
+        .flatten()
+        .max()
+}
+
+/// `cwnd / srtt` in bytes per second, if both are known and the rate is not zero.
+fn window_rate(view: &PathView) -> Option<u64> {
     let cwnd = view.cwnd_bytes?;
     let srtt_nanos = view.srtt?.as_nanos();
     if srtt_nanos == 0 {
@@ -225,6 +245,30 @@ mod tests {
         view.delivery_rate_bps = None;
         view.pacing_rate_bps = None;
         assert_eq!(rate_estimate_bytes_per_sec(&view), None, "zero srtt");
+    }
+
+    #[test]
+    fn an_app_limited_rate_is_a_lower_bound() {
+        // A 60 ms path that carried only probes: 10 kbit/s measured, while its
+        // controller allows 14,720 bytes per 120 ms RTT.
+        let mut idle = measured(0, 60, 0);
+        idle.delivery_rate_bps = Some(10_000);
+        idle.delivery_rate_app_limited = true;
+        idle.cwnd_bytes = Some(14_720);
+        idle.srtt = Some(120 * MS);
+        assert_eq!(rate_estimate_bytes_per_sec(&idle), Some(122_666));
+        // 1400 bytes at the window's rate take about 11 ms, not 1.1 s at the probes'.
+        let arrival = predicted_arrival(&idle, 1400).unwrap();
+        assert!(arrival < 72 * MS, "{arrival:?}");
+        idle.pacing_rate_bps = Some(8_000_000);
+        assert_eq!(rate_estimate_bytes_per_sec(&idle), Some(1_000_000));
+        // A higher app-limited sample still counts as measured.
+        idle.delivery_rate_bps = Some(16_000_000);
+        assert_eq!(rate_estimate_bytes_per_sec(&idle), Some(2_000_000));
+        // Not app-limited: the measurement wins even when the window would allow more.
+        idle.delivery_rate_bps = Some(80_000);
+        idle.delivery_rate_app_limited = false;
+        assert_eq!(rate_estimate_bytes_per_sec(&idle), Some(10_000));
     }
 
     #[test]

@@ -222,6 +222,30 @@ fn lossy_paths_each_carry_their_share() {
 }
 
 #[test]
+fn paths_judged_by_what_they_carried_still_get_their_share() {
+    // The train's four modems (upload rates of seed 003's first four, one-BDP
+    // buffers). The inner flow's slow start fitted on the first two, whose rates
+    // are known; the other two have carried only probes, and their rates are
+    // measured from their own acknowledgements. Read as their capacity, that
+    // trickle predicted seconds per packet and kept both modems idle for the
+    // whole run (the benchmark's upload: 44 % of the sum, two modems at 0 %).
+    let rates_mbit = [9.0, 4.6, 8.3, 3.7];
+    let scenario = Scenario {
+        name: "4 train modems, two measured by their probes only: 40/20/60/30 ms",
+        paths: vec![
+            PathConfig::new(40.0, rates_mbit[0], 80.0),
+            PathConfig::new(20.0, rates_mbit[1], 40.0),
+            PathConfig::new(60.0, rates_mbit[2], 120.0).rate_measured(),
+            PathConfig::new(30.0, rates_mbit[3], 60.0).rate_measured(),
+        ],
+        packet_len: 1400,
+        duration: Duration::from_secs(5),
+    };
+    let reports = run_all(&scenario);
+    assert_paths_carry_their_share(by_name(&reports, "earliest-arrival"), &rates_mbit, 0.9);
+}
+
+#[test]
 fn equal_paths_barely_reorder_under_any_arrival_aware_scheduler() {
     let scenario = Scenario {
         name: "2 equal paths: 20 ms one way, 10 + 10 Mbit/s",

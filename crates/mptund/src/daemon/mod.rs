@@ -540,16 +540,16 @@ impl<E: Engine> EventLoop<E> {
                 self.on_link_table(now, table);
             }
             if ready.tun {
-                self.read_tun(now)?;
+                self.read_tun()?;
             }
             for index in 0..self.sockets.len() {
                 if ready.sockets & (1 << index) != 0 {
-                    self.read_socket(now, index);
+                    self.read_socket(index);
                 }
             }
             // Acknowledgements that found no reverse data to ride on go out once per
             // batch, not once per datagram.
-            self.engine.flush_acks(now, &mut self.out);
+            self.engine.flush_acks(Instant::now(), &mut self.out);
         }
     }
 
@@ -601,13 +601,17 @@ impl<E: Engine> EventLoop<E> {
         .await
     }
 
-    fn read_tun(&mut self, now: Instant) -> anyhow::Result<()> {
+    /// Reads a batch from the TUN. Each packet is stamped when it is read: under CPU
+    /// load a batch takes milliseconds, and a stale stamp would shift the send times
+    /// the paths' RTT and delay estimates are measured from.
+    fn read_tun(&mut self) -> anyhow::Result<()> {
         for _ in 0..TUN_BATCH {
             let mut packet = self.engine.pool().take();
             match self.tun.try_recv(packet.inner_read_area()) {
                 Ok(len) => {
                     packet.set_range(HEADROOM, HEADROOM + len);
-                    self.engine.handle_tun_packet(now, packet, &mut self.out);
+                    self.engine
+                        .handle_tun_packet(Instant::now(), packet, &mut self.out);
                 }
                 Err(error) => {
                     self.engine.pool().recycle(packet);
@@ -621,7 +625,10 @@ impl<E: Engine> EventLoop<E> {
         Ok(())
     }
 
-    fn read_socket(&mut self, now: Instant, index: usize) {
+    /// Reads up to a few batches from socket `index`, each stamped when it was read
+    /// (a receive time taken before the wake-up's other work would make RTTs look
+    /// shorter than they are).
+    fn read_socket(&mut self, index: usize) {
         let Self {
             engine,
             sockets,
@@ -632,7 +639,9 @@ impl<E: Engine> EventLoop<E> {
             return;
         };
         for _ in 0..SOCKET_BATCHES_PER_WAKE {
+            let mut received_at = None;
             let result = socket.recv_batch(|datagram| {
+                let now = *received_at.get_or_insert_with(Instant::now);
                 let received = Received {
                     socket: index,
                     from: datagram.from,

@@ -415,10 +415,9 @@ impl SessionPath {
         });
         view.cwnd_bytes = Some(self.probe.window());
         view.bytes_in_flight = self.probe.bytes_in_flight();
-        view.delivery_rate_bps = self
-            .probe
-            .delivery_rate()
-            .map(|bytes| bytes.saturating_mul(8));
+        let rate_sample = self.probe.latest_rate_sample();
+        view.delivery_rate_bps = rate_sample.map(|sample| sample.delivery_rate.saturating_mul(8));
+        view.delivery_rate_app_limited = rate_sample.is_some_and(|sample| sample.app_limited);
         view.loss_rate = Some(self.probe.loss_rate() as f32);
         view.pacing_rate_bps = self
             .probe

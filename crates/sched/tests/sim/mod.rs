@@ -17,6 +17,11 @@
 //! window space comes back when its acknowledgement would have, and the sender
 //! then sends it again, first in line, wherever the scheduler says.
 //!
+//! A path's rate is reported as configured (a converged estimator), or, with
+//! [`PathConfig::rate_measured`], as the daemon measures it: what the path
+//! delivered over the last two round trips, flagged application-limited while
+//! the path had room it was not given, and a probe's trickle before any data.
+//!
 //! The sender has an endless backlog of equal-size packets, numbered in
 //! order. At every event (start, each acknowledgement) it processes the
 //! acknowledgements due, builds a [`PathView`] per path from the model state
@@ -45,7 +50,14 @@ pub struct PathConfig {
     pub queue_budget: Duration,
     /// Every this many packets on the path, one is lost.
     pub loss_every: Option<u64>,
+    /// Report the delivery rate measured from the path's acknowledgements instead
+    /// of the configured one.
+    pub rate_measured: bool,
 }
+
+/// What a path that carried only keepalive probes measures: one 100-byte probe
+/// every 250 ms.
+const PROBE_RATE_BPS: u64 = 3_200;
 
 impl PathConfig {
     /// A path of `rate_mbit` with `one_way_ms` each way and `queue_ms` of buffer.
@@ -55,6 +67,15 @@ impl PathConfig {
             rate_bps: (rate_mbit * 1e6) as u64,
             queue_budget: Duration::from_secs_f64(queue_ms / 1000.0),
             loss_every: None,
+            rate_measured: false,
+        }
+    }
+
+    /// The same path with its delivery rate measured (see the module docs).
+    pub fn rate_measured(self) -> Self {
+        PathConfig {
+            rate_measured: true,
+            ..self
         }
     }
 
@@ -96,6 +117,8 @@ struct PathModel {
     bytes_in_flight: u64,
     /// Packets the path has carried.
     sent: u64,
+    /// Acknowledgement times and sizes of the last two round trips.
+    acked: VecDeque<(Duration, u64)>,
 }
 
 impl PathModel {
@@ -111,8 +134,31 @@ impl PathModel {
         view.srtt = Some(base_rtt + self.queue_delay(now));
         view.cwnd_bytes = Some(self.config.cwnd_bytes());
         view.bytes_in_flight = self.bytes_in_flight;
-        view.delivery_rate_bps = Some(self.config.rate_bps);
+        if self.config.rate_measured {
+            let delivered: u64 = self.acked.iter().map(|&(_, bytes)| bytes).sum();
+            let measured = (delivered * 8) as f64 / self.rate_window().as_secs_f64();
+            view.delivery_rate_bps = Some((measured as u64).max(PROBE_RATE_BPS));
+            view.delivery_rate_app_limited = self.bytes_in_flight < self.config.cwnd_bytes() / 2;
+        } else {
+            view.delivery_rate_bps = Some(self.config.rate_bps);
+        }
         view
+    }
+
+    /// The span a measured delivery rate covers: two base round trips.
+    fn rate_window(&self) -> Duration {
+        4 * self.config.one_way_delay
+    }
+
+    /// Records an acknowledgement at `now` for the rate measurement.
+    fn on_acked(&mut self, now: Duration, bytes: u64) {
+        self.acked.push_back((now, bytes));
+        while let Some(&(at, _)) = self.acked.front() {
+            if now.saturating_sub(at) <= self.rate_window() {
+                break;
+            }
+            self.acked.pop_front();
+        }
     }
 
     /// Sends packet `seq` of `len` bytes at `now`; returns when it reaches the
@@ -227,6 +273,7 @@ pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
             in_flight: VecDeque::new(),
             bytes_in_flight: 0,
             sent: 0,
+            acked: VecDeque::new(),
         })
         .collect();
     // Lost packets waiting to be sent again, oldest first.
@@ -256,7 +303,10 @@ pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
                         resend.push_back(seq);
                         scheduler.on_lost(epoch + now, path.id, bytes as usize);
                     }
-                    None => scheduler.on_acked(epoch + now, path.id, bytes as usize),
+                    None => {
+                        path.on_acked(now, bytes);
+                        scheduler.on_acked(epoch + now, path.id, bytes as usize)
+                    }
                 }
             }
         }
