@@ -19,8 +19,10 @@ MEGABYTES_20 = 20_000_000
 VICTIM_ADDR = "198.18.50.2"
 VICTIM_PORT = 40999
 # The attacker copies the client's datagrams whose nonce counter has these low bits
-# clear: one in 32.
-COPY_MASK = 0x1F
+# clear: one in 16. How many cross the attacker's path depends on the scheduler's
+# split and the machine's speed; enough copies for the test to mean something:
+COPY_MASK = 0x0F
+MIN_COPIES = 20
 
 
 def transfers_both_ways(pair: DaemonPair, count: int, base_port: int):
@@ -103,7 +105,7 @@ def test_spoofed_copies_draw_at_most_three_times_their_bytes_to_the_victim():
                       "paths": [{key: path[key] for key in
                                  ("name", "remote", "validations_started",
                                   "validations_succeeded")} for path in paths]}, indent=1))
-    assert victim_counts["copies"] > 50, victim_counts
+    assert victim_counts["copies"] >= MIN_COPIES, victim_counts
     # The anti-amplification limit, measured where it matters: at the victim.
     assert victim_counts["received_bytes"] <= 3 * victim_counts["sent_bytes"], victim_counts
     # No path ever moved to the victim, and the refusals were counted.
