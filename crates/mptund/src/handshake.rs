@@ -132,7 +132,10 @@ impl From<snow::Error> for HandshakeError {
 }
 
 fn builder<'a>() -> Result<Builder<'a>, HandshakeError> {
-    Ok(Builder::new(NOISE_PARAMS.parse()?))
+    Ok(Builder::with_resolver(
+        NOISE_PARAMS.parse()?,
+        crate::noise::resolver(),
+    ))
 }
 
 /// The raw Noise split of a finished handshake: (initiator-to-responder,

@@ -9,8 +9,6 @@ use base64::Engine as _;
 use core::fmt;
 use core::str::FromStr;
 use ring::rand::{SecureRandom, SystemRandom};
-use snow::params::DHChoice;
-use snow::resolvers::{CryptoResolver, DefaultResolver};
 use thiserror::Error;
 
 /// Length of an X25519 key in bytes.
@@ -93,7 +91,7 @@ impl PrivateKey {
     /// The matching public key: X25519 of the base point.
     pub fn public_key(&self) -> PublicKey {
         let mut public = [0u8; KEY_LEN];
-        if let Some(mut dh) = DefaultResolver.resolve_dh(&DHChoice::Curve25519) {
+        if let Some(mut dh) = crate::noise::curve25519() {
             dh.set(&self.0);
             public.copy_from_slice(&dh.pubkey()[..KEY_LEN]);
         }

@@ -31,6 +31,7 @@ pub mod daemon;
 pub mod handshake;
 pub mod keys;
 pub mod mtu;
+pub mod noise;
 pub mod replay;
 pub mod session;
 pub mod wire;
