@@ -24,6 +24,8 @@ target/release/mptund.
     sudo python3 benches/schedulers/run.py --matrix                      # the whole matrix
     sudo python3 benches/schedulers/run.py --steady --cc cubic --direction download --repeats 1
     sudo python3 benches/schedulers/run.py --scenario three-paths-lossy --schedulers default blest
+    sudo python3 benches/schedulers/run.py --scenario two-paths-bdp-buffers --schedulers default \
+        --baseline-bin /tmp/mptund-previous --skip-references                # A/B of two builds
     python3 benches/schedulers/run.py --report --out benches/schedulers/results-matrix
 """
 
@@ -59,6 +61,8 @@ BLOCKAGE = ["5g-4g-blockage"]
 
 # The daemon's default scheduler and settings, whatever they are in the binary under test.
 DEFAULT = "default"
+# The daemon's defaults in another build (--baseline-bin), e.g. the previous commit's.
+BASELINE_MODE = "mptund-baseline:default"
 SCHEDULERS = ["earliest-arrival", "round-robin", "weighted-round-robin", "min-rtt", "ecf", "blest", "redundant"]
 
 # Bytes on an Ethernet link per full-size inner TCP segment, and the TCP payload
@@ -151,6 +155,16 @@ def run_one(scenario: Path, mode: str, cc: str, direction: str, args) -> dict:
             path_rate = rates[index - 1]
         elif mode == "mptcp":
             raw = baselines.run_plain(topo, "mptcp", cc, duration_s, direction)
+        elif mode == BASELINE_MODE:
+            previous = os.environ.get("MPTUND_BIN")
+            os.environ["MPTUND_BIN"] = args.baseline_bin
+            try:
+                raw = run_mptund(topo, DEFAULT, False, cc, duration_s, direction, args)
+            finally:
+                if previous is None:
+                    os.environ.pop("MPTUND_BIN")
+                else:
+                    os.environ["MPTUND_BIN"] = previous
         else:
             scheduler = mode.split(":", 1)[1]
             duplicate = scheduler.endswith("+dup")
@@ -186,13 +200,16 @@ def steady_scenarios() -> list[str]:
     return [path.stem for path in sorted(SCENARIOS.glob("*.toml")) if not has_outages(scenario_summary(path))]
 
 
-def modes_for(scenario: Path, direction: str, schedulers: list[str], duplicate: bool) -> list[str]:
+def modes_for(scenario: Path, direction: str, schedulers: list[str], args) -> list[str]:
     summary = scenario_summary(scenario)
     key = "down" if direction == "download" else "up"
     fastest = max(summary["paths"], key=lambda p: p[key]["rate_mbit"] or 0.0)
-    modes = [f"single:{fastest['name']}", "mptcp"] + [f"mptund:{s}" for s in schedulers]
-    if duplicate:
+    references = [] if args.skip_references else [f"single:{fastest['name']}", "mptcp"]
+    modes = references + [f"mptund:{s}" for s in schedulers]
+    if args.duplicate:
         modes.append(f"mptund:{schedulers[0]}+dup")
+    if args.baseline_bin:
+        modes.append(BASELINE_MODE)
     return modes
 
 
@@ -207,7 +224,7 @@ def run_scenarios(names: list[str], directions: list[str], schedulers: list[str]
     for name in names:
         scenario = SCENARIOS / f"{name}.toml"
         for direction in directions:
-            modes = modes_for(scenario, direction, schedulers, args.duplicate)
+            modes = modes_for(scenario, direction, schedulers, args)
             for cc in args.cc:
                 for repeat in range(1, args.repeats + 1):
                     for mode in modes:
@@ -450,6 +467,10 @@ def main() -> int:
                              f"with --matrix {DEFAULT!r} only")
     parser.add_argument("--duplicate", action="store_true",
                         help="also run the first scheduler with latency-critical duplication")
+    parser.add_argument("--baseline-bin", help="another mptund binary (e.g. the previous commit's build), run "
+                                               f"with its defaults as mode {BASELINE_MODE!r} in the same cells")
+    parser.add_argument("--skip-references", action="store_true",
+                        help="leave out the single-path and MPTCP runs (for A/B runs of two builds)")
     parser.add_argument("--max-hold-ms", type=int, help="reorder.max_hold_ms of both daemons for a named "
                                                         "scheduler (default: the daemon's)")
     parser.add_argument("--fixed-hold", action="store_true", help="reorder.adaptive = false for a named scheduler")

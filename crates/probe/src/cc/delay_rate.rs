@@ -9,7 +9,11 @@
 //!
 //! - `max_rate`: the largest delivery rate sample of the last 10 round trips (BBR's
 //!   BtlBw max filter). A sample taken while application-limited only counts when it
-//!   raises the estimate (BBR §4.1.1).
+//!   raises the estimate (BBR §4.1.1). Rounds in which every acknowledgement was
+//!   application-limited do not age the filter, as Linux BBR's windowed max only
+//!   expires on an accepted sample: an inner flow that pauses (a BBR flow's ProbeRTT,
+//!   200 ms every 10 s; a video stream between segments) must find the path's rate
+//!   where it left it, not the rate of its own pause.
 //! - `min_rtt`: the smallest RTT sample of the last 10 s (BBR's RTprop filter). There is
 //!   no ProbeRTT state: the delay guard below keeps the queue short, so fresh samples
 //!   near the propagation delay keep coming.
@@ -148,12 +152,18 @@ pub struct DelayRate {
     round: u64,
     /// When the current round began: acknowledging a packet sent at or after it ends it.
     round_start: Option<Instant>,
-    /// Largest delivery rate sample per round, indexed by `round % RATE_FILTER_ROUNDS`.
+    /// Rounds that had an acknowledgement which was not application-limited: the
+    /// rate filter's clock.
+    rate_round: u64,
+    /// Largest delivery rate sample per round, indexed by `rate_round % RATE_FILTER_ROUNDS`.
     rate_by_round: [u64; RATE_FILTER_ROUNDS],
     /// Smallest queuing delay seen in the current round.
     round_min_queuing_delay: Option<Duration>,
     /// Whether any acknowledgement of the current round was application-limited.
     round_app_limited: bool,
+    /// Whether any acknowledgement of the current round was not application-limited:
+    /// the network, not the sender, set its rate.
+    round_network_limited: bool,
     min_rtt: Option<Duration>,
     min_rtt_stamp: Option<Instant>,
     /// Full-bandwidth test state (BBR §4.3.2).
@@ -175,9 +185,11 @@ impl DelayRate {
             state: DelayRateState::Startup,
             round: 0,
             round_start: None,
+            rate_round: 0,
             rate_by_round: [0; RATE_FILTER_ROUNDS],
             round_min_queuing_delay: None,
             round_app_limited: false,
+            round_network_limited: false,
             min_rtt: None,
             min_rtt_stamp: None,
             full_bandwidth: 0,
@@ -197,7 +209,8 @@ impl DelayRate {
         self.round
     }
 
-    /// The largest delivery rate of the last 10 round trips, bytes per second.
+    /// The largest delivery rate of the last 10 round trips that were not wholly
+    /// application-limited, bytes per second.
     pub fn max_delivery_rate(&self) -> u64 {
         self.rate_by_round.iter().copied().max().unwrap_or(0)
     }
@@ -254,7 +267,7 @@ impl DelayRate {
         if signals.app_limited && sample <= self.max_delivery_rate() {
             return;
         }
-        let slot = &mut self.rate_by_round[(self.round as usize) % RATE_FILTER_ROUNDS];
+        let slot = &mut self.rate_by_round[(self.rate_round as usize) % RATE_FILTER_ROUNDS];
         *slot = (*slot).max(sample);
     }
 
@@ -267,7 +280,10 @@ impl DelayRate {
         );
         self.round += 1;
         self.round_start = Some(now);
-        self.rate_by_round[(self.round as usize) % RATE_FILTER_ROUNDS] = 0;
+        if std::mem::replace(&mut self.round_network_limited, false) {
+            self.rate_round += 1;
+            self.rate_by_round[(self.rate_round as usize) % RATE_FILTER_ROUNDS] = 0;
+        }
         finished
     }
 
@@ -379,6 +395,7 @@ impl Controller for DelayRate {
             );
         }
         self.round_app_limited |= signals.app_limited;
+        self.round_network_limited |= !signals.app_limited;
         if let Some((round_queuing_delay, round_app_limited)) = finished {
             self.on_round_end(round_queuing_delay, round_app_limited);
         }

@@ -305,6 +305,33 @@ fn application_limited_acks_neither_grow_nor_lower() {
 }
 
 #[test]
+fn a_pause_of_the_sender_does_not_age_the_rate_filter() {
+    // An inner BBR flow's ProbeRTT or a paused video stream: tens of round trips in
+    // which only a trickle is sent. The path's rate must still be known when the
+    // sender comes back, or the window (2 × BDP) and the pacer start from the trickle.
+    let t0 = Instant::now();
+    let (mut controller, sim) = cruising(t0, policed(TEN_MBIT, ms(50)));
+    let rate = controller.max_delivery_rate();
+    let window = controller.window();
+    let round = controller.round();
+    let trickle = AckSignals {
+        delivery_rate: Some(TEN_MBIT / 20),
+        app_limited: true,
+        queuing_delay: Some(Duration::ZERO),
+    };
+    for step in 1..=200 {
+        let now = sim.now + ms(10 * step);
+        controller.on_ack(now, now - ms(50), MDS, &sim.rtt, &trickle);
+    }
+    assert!(
+        controller.round() >= round + 30,
+        "the pause lasted 30 rounds"
+    );
+    assert_eq!(controller.max_delivery_rate(), rate);
+    assert_eq!(controller.window(), window);
+}
+
+#[test]
 fn persistent_congestion_restarts_from_the_minimum_window() {
     let t0 = Instant::now();
     let (mut controller, sim) = cruising(t0, policed(TEN_MBIT, ms(50)));
