@@ -52,11 +52,20 @@
 //!   delay was above target, the window is multiplied by 0.85: a multiplicative decrease
 //!   once per round drains a modem queue that a stale (too high) rate estimate let build,
 //!   for example after the radio's rate dropped.
-//! - **Loss** (one call per congestion event): the window becomes max(BDP, 0.7 × window),
-//!   once per round trip (losses of packets sent before the last reduction are ignored,
-//!   like RFC 9002 §7.3.2's recovery period). The BDP floor keeps random radio loss from
-//!   pushing the window below what the path delivers; a queue that overflowed shows up
-//!   first as queuing delay, which the guard handles.
+//! - **Loss** (one call per congestion event) is congestion only when the path shows it:
+//!   the queuing delay is above target when the loss is detected (a buffer that
+//!   overflowed had filled first: TCP Veno's backlog test, Fu and Liew, IEEE JSAC 21(2),
+//!   2003, §II), or the loss rate, smoothed over rounds, exceeds 2 % (BBRv2's
+//!   `BBRLossThresh`, draft-cardwell-iccrg-bbr-congestion-control-02 §4.5.10.2: a buffer
+//!   smaller than the queue target overflows without a delay signal, and then loses far
+//!   more than a radio's residual 0.1–1 %). Then the window becomes max(BDP, 0.7 ×
+//!   window), once per round trip (losses of packets sent before the last reduction are
+//!   ignored, like RFC 9002 §7.3.2's recovery period), and Startup ends. Any other loss
+//!   is the radio's: the window stays, the tunnel re-sends the packet, and the rate
+//!   estimate keeps the window where the path delivers. Reducing for it ratcheted the
+//!   estimate down: a window cut to one BDP cannot deliver the full rate once the RTT
+//!   exceeds its minimum (on a multipath tunnel acknowledgements return on any path), so
+//!   every round's rate sample fell short and the max filter decayed.
 //! - **Application-limited** acknowledgements never grow the window and never lower the
 //!   rate estimate; they do not count towards the full-bandwidth test.
 //!
@@ -134,6 +143,12 @@ const QUEUE_TARGET_RTT_DIVISOR: u32 = 4;
 const DELAY_BACKOFF: Gain = Gain::new(85, 100);
 /// RFC 9438 §4.6: β_cubic = 0.7, the loss reduction, floored at the BDP here.
 const LOSS_BACKOFF: Gain = Gain::new(7, 10);
+/// BBRv2's BBRLossThresh (draft-cardwell-iccrg-bbr-congestion-control-02 §4.5.10.2): a
+/// loss rate above 2 % is congestion whatever the delay says. In parts per million.
+const CONGESTIVE_LOSS_RATE_PPM: u64 = 20_000;
+/// The loss rate is smoothed over rounds with RFC 6298's α = 1/8, so that one unlucky
+/// round of a small window (one loss in 20 packets is 5 %) is not taken for congestion.
+const LOSS_RATE_SMOOTHING: u64 = 8;
 
 /// Where the controller is in its state machine (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +189,13 @@ pub struct DelayRate {
     cycle_index: usize,
     /// When the window was last reduced for a loss.
     last_reduction: Option<Instant>,
+    /// The latest queuing delay sample, for judging a loss.
+    latest_queuing_delay: Option<Duration>,
+    /// Bytes acknowledged and declared lost in the current round.
+    round_acked_bytes: u64,
+    round_lost_bytes: u64,
+    /// The share of bytes lost per round, smoothed over rounds, in parts per million.
+    smoothed_loss_rate_ppm: u64,
 }
 
 impl DelayRate {
@@ -197,6 +219,10 @@ impl DelayRate {
             guard_active: false,
             cycle_index: 0,
             last_reduction: None,
+            latest_queuing_delay: None,
+            round_acked_bytes: 0,
+            round_lost_bytes: 0,
+            smoothed_loss_rate_ppm: 0,
         }
     }
 
@@ -233,6 +259,25 @@ impl DelayRate {
             .min_rtt
             .map_or(Duration::ZERO, |min_rtt| min_rtt / QUEUE_TARGET_RTT_DIVISOR);
         QUEUE_TARGET_FLOOR.max(from_rtt)
+    }
+
+    /// The loss rate the controller judges losses by, in parts per million: the smoothed
+    /// rate, or the current round's once it is worse and has lost more than one packet.
+    pub fn loss_rate_ppm(&self) -> u64 {
+        let round_rate = loss_rate_ppm(self.round_lost_bytes, self.round_acked_bytes);
+        if self.round_lost_bytes > self.max_datagram_size {
+            self.smoothed_loss_rate_ppm.max(round_rate)
+        } else {
+            self.smoothed_loss_rate_ppm
+        }
+    }
+
+    /// Whether a loss detected now is congestion (see "Loss" in the module doc).
+    fn loss_is_congestive(&self) -> bool {
+        let queue_high = self
+            .latest_queuing_delay
+            .is_some_and(|delay| delay > self.queuing_delay_target());
+        queue_high || self.loss_rate_ppm() > CONGESTIVE_LOSS_RATE_PPM
     }
 
     fn minimum_window(&self) -> u64 {
@@ -278,6 +323,13 @@ impl DelayRate {
             self.round_min_queuing_delay.take(),
             std::mem::replace(&mut self.round_app_limited, false),
         );
+        let round_rate = loss_rate_ppm(
+            std::mem::take(&mut self.round_lost_bytes),
+            std::mem::take(&mut self.round_acked_bytes),
+        );
+        self.smoothed_loss_rate_ppm = self.smoothed_loss_rate_ppm
+            - self.smoothed_loss_rate_ppm / LOSS_RATE_SMOOTHING
+            + round_rate / LOSS_RATE_SMOOTHING;
         self.round += 1;
         self.round_start = Some(now);
         if std::mem::replace(&mut self.round_network_limited, false) {
@@ -356,6 +408,15 @@ impl DelayRate {
     }
 }
 
+/// `lost` of `lost + acked` bytes in parts per million; zero when nothing was sent.
+fn loss_rate_ppm(lost: u64, acked: u64) -> u64 {
+    let total = u128::from(lost) + u128::from(acked);
+    if total == 0 {
+        return 0;
+    }
+    u64::try_from(u128::from(lost) * 1_000_000 / total).unwrap_or(u64::MAX)
+}
+
 fn initial_window(max_datagram_size: u64) -> u64 {
     (INITIAL_WINDOW_PACKETS * max_datagram_size)
         .min(INITIAL_WINDOW_FLOOR_BYTES.max(2 * max_datagram_size))
@@ -387,6 +448,8 @@ impl Controller for DelayRate {
             }
         };
         let finished = round_ended.then(|| self.start_round(now));
+        self.round_acked_bytes = self.round_acked_bytes.saturating_add(bytes);
+        self.latest_queuing_delay = queuing_delay;
         self.record_rate(signals);
         if let Some(delay) = queuing_delay {
             self.round_min_queuing_delay = Some(
@@ -407,7 +470,7 @@ impl Controller for DelayRate {
         now: Instant,
         sent: Instant,
         persistent: bool,
-        _lost_bytes: u64,
+        lost_bytes: u64,
     ) {
         if persistent {
             // The path was out for several RTOs (a cellular handover, a dead modem): its
@@ -421,7 +484,8 @@ impl Controller for DelayRate {
             self.last_reduction = Some(now);
             return;
         }
-        if self.last_reduction.is_some_and(|last| sent <= last) {
+        self.round_lost_bytes = self.round_lost_bytes.saturating_add(lost_bytes);
+        if !self.loss_is_congestive() || self.last_reduction.is_some_and(|last| sent <= last) {
             return;
         }
         self.last_reduction = Some(now);

@@ -186,12 +186,14 @@ fn the_guard_drains_a_deep_modem_queue() {
 }
 
 #[test]
-fn loss_cuts_to_the_larger_of_bdp_and_seven_tenths_once_per_round() {
+fn a_congestion_loss_cuts_to_the_larger_of_bdp_and_seven_tenths_once_per_round() {
     let t0 = Instant::now();
     // (window before, window after the first loss), BDP = 62500.
     for (before, after) in [(125_000, 87_500), (80_000, 62_500), (40_000, 40_000)] {
         let (mut controller, sim) = cruising(t0, policed(TEN_MBIT, ms(50)));
         controller.window = before;
+        // The buffer filled before it overflowed: a queue above the 12.5 ms target.
+        controller.latest_queuing_delay = Some(ms(30));
         let now = sim.now;
         controller.on_congestion_event(now, now - ms(50), false, MDS);
         assert_eq!(controller.window(), after, "before {before}");
@@ -203,6 +205,52 @@ fn loss_cuts_to_the_larger_of_bdp_and_seven_tenths_once_per_round() {
         let again = (after * 7 / 10).max(62_500).min(after);
         assert_eq!(controller.window(), again);
     }
+}
+
+#[test]
+fn a_loss_without_a_queue_is_the_radios_and_keeps_the_window() {
+    let t0 = Instant::now();
+    let (mut controller, sim) = cruising(t0, policed(TEN_MBIT, ms(50)));
+    let window = controller.window();
+    assert_eq!(window, 125_000, "at its cap of twice the BDP");
+    controller.on_congestion_event(sim.now, sim.now - ms(50), false, MDS);
+    assert_eq!(controller.window(), window);
+    assert_eq!(controller.state(), DelayRateState::Cruise);
+}
+
+/// Window reductions in 20 s of cruising on a queue-free 10 Mbit/s, 50 ms link (400
+/// round trips) that loses every `loss_every`-th datagram, and the loss rate the
+/// controller measured.
+fn reductions_with_loss(loss_every: u64) -> (u32, u64) {
+    let t0 = Instant::now();
+    let link = Link {
+        loss_every: Some(loss_every),
+        ..policed(TEN_MBIT, ms(50))
+    };
+    let mut controller = DelayRate::new(MDS);
+    let mut sim = Sim::new(t0, link);
+    sim.run_for(&mut controller, Duration::from_secs(5));
+    let end = sim.now + Duration::from_secs(20);
+    let mut reductions = 0;
+    while sim.now < end {
+        let before = controller.last_reduction;
+        sim.step(&mut controller);
+        reductions += u32::from(controller.last_reduction != before);
+    }
+    (reductions, controller.loss_rate_ppm())
+}
+
+#[test]
+fn losses_above_two_percent_are_congestion_even_without_a_queue() {
+    // A buffer smaller than the queue target overflows with no delay signal; what
+    // gives it away is how much is lost. 0.5 %: the radio's, never a reduction.
+    // 5 %: congestion, a reduction in most of the 400 round trips.
+    let (radio, radio_rate) = reductions_with_loss(200);
+    assert_eq!(radio, 0, "at 0.5 %");
+    assert!(radio_rate < 20_000, "measured {radio_rate} ppm");
+    let (congested, congested_rate) = reductions_with_loss(20);
+    assert!(congested >= 200, "{congested} reductions at 5 %");
+    assert!(congested_rate > 20_000, "measured {congested_rate} ppm");
 }
 
 #[test]
