@@ -25,8 +25,8 @@
 
 use std::time::Duration;
 
-use crate::eligible::Eligibility;
-use crate::path::{PathId, PathSet, PathView};
+use crate::eligible::{least_loaded, Eligibility};
+use crate::path::{PathId, PathSet, PathView, Pick};
 
 /// Most paths [`latency_critical_paths`] returns: two copies survive the loss
 /// or the sudden stall of one path, and a third buys little more for tiny
@@ -145,6 +145,39 @@ pub fn backlog_drain_time(view: &PathView, backlog_bytes: u64) -> Duration {
         .map_or(Duration::ZERO, |rate| transmit_time(backlog_bytes, rate))
 }
 
+/// Where a packet sent again after a loss goes: the eligible path that delivers it
+/// first, a full path counted from the moment its window opens
+/// ([`predicted_arrival_when_open`]). [`Pick::Hold`] while that path cannot send
+/// yet: the repair waits first in line for it rather than take a slower path now.
+///
+/// A repair is what the receiver's whole stream waits for (its reorder buffer holds
+/// everything behind the gap), so it goes where it arrives first, whatever the
+/// scheduler does with new packets. A path with room now is not the answer: the
+/// windows of fast paths are usually full under load, and a repair sent on the slow
+/// path that happened to have room arrived after the receiver gave its gap up (three
+/// lossy paths, 12/30/45 ms one way: repairs on the 45 ms path came 100–120 ms after
+/// the gap opened). Paths without a delay measurement are used only when no path has
+/// one, the least loaded first.
+pub fn repair_pick(paths: &[PathView], packet_len: usize) -> Pick {
+    let rule = Eligibility::of(paths);
+    // (arrival, cannot send now, id): the earliest arrival, then a path that can send.
+    let mut best: Option<(Duration, bool, PathId)> = None;
+    for path in paths.iter().filter(|path| rule.allows(path)) {
+        let Some(arrival) = predicted_arrival_when_open(path, packet_len) else {
+            continue;
+        };
+        let key = (arrival, !path.can_send(packet_len), path.id);
+        if best.is_none_or(|best| key < best) {
+            best = Some(key);
+        }
+    }
+    match best {
+        Some((_, false, id)) => Pick::One(id),
+        Some((_, true, _)) => Pick::Hold,
+        None => least_loaded(paths, rule, packet_len, |_| true).map_or(Pick::Hold, Pick::One),
+    }
+}
+
 /// Up to [`LATENCY_CRITICAL_COPIES`] eligible paths (Up, not backup unless no
 /// regular path is Up) that would deliver a packet of `packet_len` bytes
 /// earliest, for duplicating latency-critical inner packets (pure TCP ACKs,
@@ -217,6 +250,32 @@ mod tests {
         view.srtt = Some(MS * 2 * one_way_ms as u32);
         view.delivery_rate_bps = Some(rate_mbit * 1_000_000);
         view
+    }
+
+    #[test]
+    fn a_repair_waits_for_the_path_that_delivers_it_first() {
+        // 5G 12 ms at 24 Mbit/s with its window full, the far LTE path 45 ms with room.
+        let mut fast = measured(0, 12, 24);
+        fast.cwnd_bytes = Some(72_000);
+        fast.bytes_in_flight = 72_000;
+        let slow = measured(1, 45, 12);
+        assert_eq!(repair_pick(&[fast, slow], 1400), Pick::Hold);
+        // Once the window opens, the repair goes there.
+        fast.bytes_in_flight = 60_000;
+        assert_eq!(repair_pick(&[fast, slow], 1400), Pick::One(PathId(0)));
+        // A fast path so deep in queue that the slow one is earlier: the slow one.
+        let mut queued = measured(0, 12, 24);
+        queued.bytes_in_flight = 300_000;
+        assert_eq!(repair_pick(&[queued, slow], 1400), Pick::One(PathId(1)));
+    }
+
+    #[test]
+    fn a_repair_on_unmeasured_paths_goes_to_the_least_loaded() {
+        let mut busy = PathView::new(PathId(0), PathState::Up);
+        busy.bytes_in_flight = 5_000;
+        let idle = PathView::new(PathId(1), PathState::Up);
+        assert_eq!(repair_pick(&[busy, idle], 1400), Pick::One(PathId(1)));
+        assert_eq!(repair_pick(&[], 1400), Pick::Hold);
     }
 
     #[test]

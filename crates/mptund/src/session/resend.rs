@@ -241,8 +241,10 @@ impl Session {
         sealed.set_range(HEADROOM, HEADROOM + inner);
         self.paths[from].reinjected_away += 1;
         let urgent = urgency == Resend::Urgent;
+        // A path that died or went quiet is avoided; one that lost a packet to the
+        // radio or to congestion may still be the one that delivers it first.
         let route = Route::Again {
-            avoid: Some(self.paths[from].id),
+            avoid: urgent.then_some(self.paths[from].id),
             urgent,
         };
         let seq = SeqNo(meta.seq);
@@ -251,7 +253,7 @@ impl Session {
                 self.counters.reinjected += 1;
                 true
             }
-            Placement::Held(packet) if !urgent && self.has_other_usable_path(now, from) => {
+            Placement::Held(packet) if !urgent && self.has_usable_path(now, route) => {
                 if self.resend_queue.packets.len() >= ResendQueue::CAPACITY {
                     pool.recycle(packet);
                     return false;
@@ -266,11 +268,16 @@ impl Session {
         }
     }
 
-    /// Whether a path other than `index` is Up: a queued re-send can only go there.
-    fn has_other_usable_path(&self, now: Instant, index: usize) -> bool {
+    /// Whether a path `route` allows is Up: a queued re-send can only go there.
+    fn has_usable_path(&self, now: Instant, route: Route) -> bool {
+        let avoid = match route {
+            Route::Again { avoid, .. } => avoid,
+            Route::New => None,
+        };
         let path_timeout = self.settings.path_timeout;
-        self.paths.iter().enumerate().any(|(other, path)| {
-            other != index && path.scheduler_state(now, path_timeout) == mptund_sched::PathState::Up
+        self.paths.iter().any(|path| {
+            Some(path.id) != avoid
+                && path.scheduler_state(now, path_timeout) == mptund_sched::PathState::Up
         })
     }
 }

@@ -11,7 +11,8 @@
 use std::time::{Duration, Instant};
 
 use mptund_sched::{
-    latency_critical_paths, PacketClass, PacketInfo, PathId, PathSet, Pick, Scheduler, SeqNo,
+    latency_critical_paths, repair_pick, PacketClass, PacketInfo, PathId, PathSet, Pick, Scheduler,
+    SeqNo,
 };
 
 use super::classify::classify;
@@ -36,8 +37,9 @@ const MIN_ACK_FRAME: usize = 3 + wire::ACK_FIXED_LEN + wire::ACK_RANGE_LEN;
 pub(super) enum Route {
     /// A new inner packet: as the scheduler decides, within the windows.
     New,
-    /// A packet sent again: on one path only, not on `avoid` (the path that lost it),
-    /// and past the windows if `urgent` (see `resend::Resend`).
+    /// A packet sent again: on one path only, the one that delivers it first
+    /// (`repair_pick`), not on `avoid` (a path that died or went quiet), and past the
+    /// windows if `urgent` (see `resend::Resend`).
     Again { avoid: Option<PathId>, urgent: bool },
 }
 
@@ -135,14 +137,10 @@ impl Session {
         let pick = match fastest.iter().next() {
             Some(only) if fastest.len() == 1 => Pick::One(only),
             Some(_) => Pick::Many(fastest),
-            None => match self.scheduler.pick(now, &info, &self.views) {
-                // A re-sent packet goes once: copies of copies of a packet lost to
-                // congestion would multiply with every loss.
-                Pick::Many(set) if route != Route::New => {
-                    set.iter().next().map_or(Pick::Hold, Pick::One)
-                }
-                pick => pick,
-            },
+            // A re-sent packet goes once, where it arrives first: the receiver's whole
+            // stream waits for it.
+            None if route != Route::New => repair_pick(&self.views, info.len),
+            None => self.scheduler.pick(now, &info, &self.views),
         };
         match pick {
             Pick::One(id) => match self.path_index(id) {

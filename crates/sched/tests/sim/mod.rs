@@ -15,7 +15,8 @@
 //! A path may also lose every `loss_every`-th packet it carries, at random as
 //! far as the sender can tell (radio loss): the packet never arrives, its
 //! window space comes back when its acknowledgement would have, and the sender
-//! then sends it again, first in line, wherever the scheduler says.
+//! then sends it again, first in line, on the path that delivers it first
+//! ([`Repairs`]).
 //!
 //! A path's rate is reported as configured (a converged estimator), or, with
 //! [`PathConfig::rate_measured`], as the daemon measures it: what the path
@@ -37,7 +38,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use mptund_sched::{PacketClass, PacketInfo, PathId, PathState, PathView, Pick, Scheduler};
+use mptund_sched::{
+    repair_pick, PacketClass, PacketInfo, PathId, PathState, PathView, Pick, Scheduler,
+};
 
 /// One modelled path.
 #[derive(Clone, Copy, Debug)]
@@ -260,7 +263,22 @@ impl fmt::Display for Report {
 const MAX_PICKS_PER_EVENT: usize = 100_000;
 
 /// Runs `scheduler` over `scenario` and measures the receiver's view.
+/// Where a lost packet is sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repairs {
+    /// On the path that delivers it first, waiting for its window
+    /// (`mptund_sched::repair_pick`), as the daemon does.
+    FirstArrival,
+    /// Wherever the scheduler sends a new packet.
+    LikeNewPackets,
+}
+
+/// Runs `scenario` with the daemon's repairs ([`Repairs::FirstArrival`]).
 pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
+    run_with(scheduler, scenario, Repairs::FirstArrival)
+}
+
+pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Repairs) -> Report {
     let epoch = Instant::now();
     let mut paths: Vec<PathModel> = scenario
         .paths
@@ -329,7 +347,10 @@ pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
                     None => *slot = Some(arrival),
                 }
             };
-            let pick = scheduler.pick(epoch + now, &packet, &views);
+            let pick = match (resent, repairs) {
+                (Some(_), Repairs::FirstArrival) => repair_pick(&views, scenario.packet_len),
+                _ => scheduler.pick(epoch + now, &packet, &views),
+            };
             if pick != Pick::Hold {
                 match resent {
                     Some(_) => {
