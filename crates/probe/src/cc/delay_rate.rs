@@ -61,11 +61,7 @@
 //!   more than a radio's residual 0.1–1 %). Then the window becomes max(BDP, 0.7 ×
 //!   window), once per round trip (losses of packets sent before the last reduction are
 //!   ignored, like RFC 9002 §7.3.2's recovery period), and Startup ends. Any other loss
-//!   is the radio's: the window stays, the tunnel re-sends the packet, and the rate
-//!   estimate keeps the window where the path delivers. Reducing for it ratcheted the
-//!   estimate down: a window cut to one BDP cannot deliver the full rate once the RTT
-//!   exceeds its minimum (on a multipath tunnel acknowledgements return on any path), so
-//!   every round's rate sample fell short and the max filter decayed.
+//!   is the radio's: the window stays and the tunnel re-sends the packet.
 //! - **Application-limited** acknowledgements never grow the window and never lower the
 //!   rate estimate; they do not count towards the full-bandwidth test.
 //!
