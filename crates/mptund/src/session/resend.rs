@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use mptund_sched::SeqNo;
+use mptund_sched::{PathId, SeqNo};
 
 use super::send::{Placement, Route};
 use super::{Outgoing, Session};
@@ -243,17 +243,15 @@ impl Session {
         let urgent = urgency == Resend::Urgent;
         // A path that died or went quiet is avoided; one that lost a packet to the
         // radio or to congestion may still be the one that delivers it first.
-        let route = Route::Again {
-            avoid: urgent.then_some(self.paths[from].id),
-            urgent,
-        };
+        let avoid = urgent.then_some(self.paths[from].id);
+        let route = Route::Again { avoid, urgent };
         let seq = SeqNo(meta.seq);
         match self.place(now, sealed, seq, route, pool, out) {
             Placement::Sent => {
                 self.counters.reinjected += 1;
                 true
             }
-            Placement::Held(packet) if !urgent && self.has_usable_path(now, route) => {
+            Placement::Held(packet) if !urgent && self.has_usable_path(now, avoid) => {
                 if self.resend_queue.packets.len() >= ResendQueue::CAPACITY {
                     pool.recycle(packet);
                     return false;
@@ -268,12 +266,8 @@ impl Session {
         }
     }
 
-    /// Whether a path `route` allows is Up: a queued re-send can only go there.
-    fn has_usable_path(&self, now: Instant, route: Route) -> bool {
-        let avoid = match route {
-            Route::Again { avoid, .. } => avoid,
-            Route::New => None,
-        };
+    /// Whether a path other than `avoid` is Up: a queued re-send can only go there.
+    fn has_usable_path(&self, now: Instant, avoid: Option<PathId>) -> bool {
         let path_timeout = self.settings.path_timeout;
         self.paths.iter().any(|path| {
             Some(path.id) != avoid

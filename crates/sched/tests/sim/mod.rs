@@ -262,7 +262,6 @@ impl fmt::Display for Report {
 /// model with windows would be a bug, and this keeps it from hanging the test.
 const MAX_PICKS_PER_EVENT: usize = 100_000;
 
-/// Runs `scheduler` over `scenario` and measures the receiver's view.
 /// Where a lost packet is sent again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Repairs {
@@ -278,6 +277,8 @@ pub fn run(scheduler: &mut impl Scheduler, scenario: &Scenario) -> Report {
     run_with(scheduler, scenario, Repairs::FirstArrival)
 }
 
+/// Runs `scheduler` over `scenario`, re-sending lost packets as `repairs` says, and
+/// measures the receiver's view.
 pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Repairs) -> Report {
     let epoch = Instant::now();
     let mut paths: Vec<PathModel> = scenario
