@@ -65,6 +65,15 @@
 //! - **Application-limited** acknowledgements never grow the window and never lower the
 //!   rate estimate; they do not count towards the full-bandwidth test.
 //!
+//! - **Send quantum** (BBR draft-02 §4.6.3 and §4.6.4.2, "BBRQuantizationBudget"):
+//!   every window target (Startup's cap, Drain's and Cruise's) adds 3 × the send
+//!   quantum, 1 ms of `max_rate` within [2 packets, 64 KiB] (the draft takes the
+//!   pacing rate; the rate estimate keeps the window still through the probe cycle).
+//!   On a path whose RTT is tens of microseconds (an unshaped LAN or veth) the BDP is
+//!   a packet or two, less than one batch the daemon reads from its TUN or its socket;
+//!   without the budget the window sat at its 4-packet floor (184 Mbit/s where CUBIC
+//!   carried 1.3 Gbit/s). On a 20 Mbit/s path it is 6 packets.
+//!
 //! The caller must feed `AckSignals::delivery_rate` (bytes per second, one sample per
 //! acknowledgement, as draft-cheng-iccrg-delivery-rate-estimation computes it); without
 //! rate samples there is no BDP and the window is capped only by the delay guard.
@@ -115,6 +124,14 @@ const PROBE_BW_GAINS: [Gain; 8] = [
     UNIT_GAIN,
     UNIT_GAIN,
 ];
+/// BBR draft-02 §4.6.3: the send quantum is 1 ms of the path's rate ...
+const SEND_QUANTUM_INTERVAL: Duration = Duration::from_millis(1);
+/// ... at most 64 KiB (one GSO or TSO burst) ...
+const SEND_QUANTUM_MAX_BYTES: u64 = 65_536;
+/// ... and at least two packets.
+const SEND_QUANTUM_MIN_PACKETS: u64 = 2;
+/// BBR draft-02 §4.6.4.2: every window target gets 3 × the send quantum.
+const QUANTIZATION_BUDGET_QUANTA: u64 = 3;
 /// BBR draft §4.1.1: BtlBwFilterLen = 10 round trips.
 const RATE_FILTER_ROUNDS: usize = 10;
 /// BBR draft §4.1.2: RTpropFilterLen = 10 s.
@@ -276,6 +293,22 @@ impl DelayRate {
         queue_high || self.loss_rate_ppm() > CONGESTIVE_LOSS_RATE_PPM
     }
 
+    /// BBR draft-02 §4.6.4.2: room for the bursts in which the sender hands data to
+    /// the path and the receiver acknowledges it, 3 × the send quantum (§4.6.3).
+    fn quantization_budget(&self) -> u64 {
+        let send_quantum = bytes_in(self.max_delivery_rate(), SEND_QUANTUM_INTERVAL);
+        QUANTIZATION_BUDGET_QUANTA
+            * send_quantum
+                .min(SEND_QUANTUM_MAX_BYTES)
+                .max(SEND_QUANTUM_MIN_PACKETS * self.max_datagram_size)
+    }
+
+    /// `gain` × BDP plus the quantization budget, once a BDP exists.
+    fn window_target(&self, gain: Gain) -> Option<u64> {
+        let bdp = self.bdp()?;
+        Some(gain.apply(bdp).saturating_add(self.quantization_budget()))
+    }
+
     fn minimum_window(&self) -> u64 {
         MINIMUM_WINDOW_PACKETS * self.max_datagram_size
     }
@@ -375,18 +408,19 @@ impl DelayRate {
     }
 
     fn update_window(&mut self, bytes: u64, queuing_delay: Option<Duration>, app_limited: bool) {
-        let bdp = self.bdp();
         match self.state {
             DelayRateState::Startup => {
                 // BBR §4.2.3: grow while below the Startup gain × BDP, never shrink.
-                let below_cap = bdp.is_none_or(|bdp| self.window < STARTUP_GAIN.apply(bdp));
+                let below_cap = self
+                    .window_target(STARTUP_GAIN)
+                    .is_none_or(|cap| self.window < cap);
                 if !app_limited && below_cap {
                     self.window = self.window.saturating_add(bytes);
                 }
             }
             DelayRateState::Drain => {
-                if let Some(bdp) = bdp {
-                    self.window = DRAIN_CWND_GAIN.apply(bdp);
+                if let Some(target) = self.window_target(DRAIN_CWND_GAIN) {
+                    self.window = target;
                 }
             }
             DelayRateState::Cruise => {
@@ -395,8 +429,8 @@ impl DelayRate {
                 if !app_limited && !queue_high {
                     self.window = self.window.saturating_add(bytes);
                 }
-                if let Some(bdp) = bdp {
-                    self.window = self.window.min(CWND_GAIN.apply(bdp));
+                if let Some(cap) = self.window_target(CWND_GAIN) {
+                    self.window = self.window.min(cap);
                 }
             }
         }
