@@ -95,6 +95,9 @@ class DaemonPair:
     timers: dict = field(default_factory=dict)
     # The server's `[handshake]` settings, e.g. {"load_threshold_per_s": 10}.
     server_handshake: dict = field(default_factory=dict)
+    # Extra settings of the client's `[[path]]` tables by uplink index, e.g.
+    # {1: {"socket_buffer_bytes": 65536}}.
+    path_settings: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.binary = mptund_binary()
@@ -114,7 +117,9 @@ class DaemonPair:
         client_pub = self._key_pair("client")
         server_pub = self._key_pair("server")
         paths = "".join(
-            f'\n[[path]]\nname = "{uplink}"\ninterface = "{uplink}"\n' for uplink in self.uplinks)
+            f'\n[[path]]\nname = "{uplink}"\ninterface = "{uplink}"\n'
+            + "".join(f"{key} = {json.dumps(value)}\n" for key, value in self.path_settings.get(index, {}).items())
+            for index, uplink in enumerate(self.uplinks))
         common = (toml_table("scheduler", name=self.scheduler,
                              duplicate_latency_critical=self.duplicate_latency_critical)
                   + toml_table("reorder", max_hold_ms=self.hold_ms, adaptive=self.reorder_adaptive)

@@ -38,6 +38,7 @@ PATH_COUNTERS = {
     "received_data_packets": "mptund_path_received_data_packets_total",
     "lost_packets": "mptund_path_lost_packets_total",
     "send_errors": "mptund_path_send_errors_total",
+    "socket_full": "mptund_path_socket_full_total",
     "reinjected_away": "mptund_path_reinjected_packets_total",
     "validations_started": "mptund_path_validations_started_total",
     "validations_succeeded": "mptund_path_validations_succeeded_total",

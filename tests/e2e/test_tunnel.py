@@ -183,3 +183,37 @@ def test_daemon_exits_cleanly_and_removes_its_tun(tunnel):
     links = tunnel.client_ns.output("ip", "-o", "link")
     assert "mpt0" not in links
     time.sleep(0.1)
+
+
+def test_a_full_path_socket_holds_up_neither_the_other_path_nor_the_tun():
+    """A modem stalls while its interface stays up: mid-transfer one uplink stops
+    draining into a queue that never drops, so what the path had in flight fills its
+    64 KiB socket buffer, and its datagrams wait there until the path is declared down
+    and they are re-sent on the other. The other path, shaped to 20 Mbit/s, must go on
+    at its rate meanwhile: an I/O loop that waited for the full socket stalled it."""
+    count = 30_000_000
+    with Testbed() as bed:
+        client, server, uplinks = direct_topology(bed, 2)
+        for uplink in uplinks:
+            client.run("tc", "qdisc", "add", "dev", uplink, "root", "tbf", "rate", "20mbit",
+                       "burst", "32kb", "latency", "200ms")
+        pair = DaemonPair(bed, client, server, uplinks, scheduler=None, hold_ms=None,
+                          congestion_controller="cubic",
+                          path_settings={1: {"socket_buffer_bytes": 65536}})
+        pair.start()
+        receiver = start_receiver(server, SERVER_TUN_ADDR, 5201)
+        started = time.monotonic()
+        sender = start_sender(client, SERVER_TUN_ADDR, 5201, count, seed=5)
+        time.sleep(2)
+        client.run("tc", "qdisc", "change", "dev", uplinks[1], "root", "tbf", "rate", "8bit",
+                   "burst", "1600", "limit", "64mb")
+        sent, received = result(sender), result(receiver)
+        elapsed = time.monotonic() - started
+        assert_byte_exact(sent, received, count)
+        client_report, _ = pair.stop()
+    paths = {p["name"]: p for p in client_report["sessions"][0]["paths"]}
+    # The stall really happened: the stalled path's socket was full.
+    assert paths[uplinks[1]]["socket_full"] > 0, paths[uplinks[1]]
+    # The flow kept at least half of the remaining path's 20 Mbit/s.
+    mbit = count * 8 / elapsed / 1e6
+    assert mbit > 10, f"{mbit:.1f} Mbit/s in {elapsed:.1f} s; paths {paths}"

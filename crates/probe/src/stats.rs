@@ -22,6 +22,9 @@ pub struct PathCounters {
     pub received_data_packets: u64,
     /// Sends the operating system refused (interface down, no route, buffer full).
     pub send_errors: u64,
+    /// Times the path's socket buffer was full: its datagrams waited for room while
+    /// the other paths went on.
+    pub socket_full: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

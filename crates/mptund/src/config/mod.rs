@@ -91,6 +91,10 @@ pub const DEFAULT_REORDER_MIN_HOLD: Duration = Duration::from_millis(10);
 /// Default `reorder.capacity_packets`: 100 ms of 1400-byte packets at about
 /// 450 Mbit/s, above the 4G + 5G aggregate peak (~300 Mbit/s down).
 pub const DEFAULT_REORDER_CAPACITY_PACKETS: usize = 4096;
+/// Default `[[path]] socket_buffer_bytes`: the send and receive buffers of a path's
+/// socket, a few hundred milliseconds at hundreds of Mbit/s, so bursts of a reordering
+/// path don't overflow them.
+pub const DEFAULT_SOCKET_BUFFER_BYTES: usize = 8 << 20;
 /// Default `timers.keepalive_interval_ms`: one small ping per idle path per
 /// second, cheap on metered cellular links.
 pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
@@ -203,6 +207,8 @@ pub struct PathConfig {
     /// Bytes per hour that keepalives and probes on this path may cost; `None`
     /// for no limit.
     pub probe_budget_bytes_per_hour: Option<u64>,
+    /// The send and receive buffer of the path's socket (SO_SNDBUF, SO_RCVBUF).
+    pub socket_buffer_bytes: usize,
 }
 
 /// The `[scheduler]` table.

@@ -87,6 +87,7 @@ pub(super) struct RawPath {
     pub backup: Option<Sp<bool>>,
     pub keepalive_interval_ms: Option<Sp<i64>>,
     pub probe_budget_bytes_per_hour: Option<Sp<i64>>,
+    pub socket_buffer_bytes: Option<Sp<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

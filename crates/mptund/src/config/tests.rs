@@ -167,6 +167,7 @@ fn client_example_parses() {
                 backup: false,
                 keepalive_interval: DEFAULT_KEEPALIVE_INTERVAL,
                 probe_budget_bytes_per_hour: None,
+                socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
             },
             PathConfig {
                 name: "5g".into(),
@@ -176,6 +177,7 @@ fn client_example_parses() {
                 backup: false,
                 keepalive_interval: DEFAULT_KEEPALIVE_INTERVAL,
                 probe_budget_bytes_per_hour: None,
+                socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
             },
             PathConfig {
                 name: "wifi".into(),
@@ -185,6 +187,7 @@ fn client_example_parses() {
                 backup: true,
                 keepalive_interval: DEFAULT_BACKUP_KEEPALIVE_INTERVAL,
                 probe_budget_bytes_per_hour: Some(30_000),
+                socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
             },
         ]
     );

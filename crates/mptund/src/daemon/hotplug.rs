@@ -201,6 +201,7 @@ mod tests {
             source_address: source.map(|s| s.parse().unwrap()),
             port: 0,
             ipv6: false,
+            buffer_bytes: crate::config::DEFAULT_SOCKET_BUFFER_BYTES,
         }
     }
 

@@ -348,6 +348,12 @@ const PATH_METRICS: &[Metric<PathReport>] = &[
         value: Value::Counter(|p| p.send_errors),
     },
     Metric {
+        name: "mptund_path_socket_full",
+        help: "Times the path's socket buffer was full; its datagrams waited, the other paths went on.",
+        unit: None,
+        value: Value::Counter(|p| p.socket_full),
+    },
+    Metric {
         name: "mptund_path_reinjected_packets",
         help: "Data datagrams of the path re-sent on another path after this one lost them.",
         unit: None,

@@ -14,6 +14,7 @@ mod notify;
 mod ops;
 mod reload;
 mod status;
+mod transmit;
 mod tun;
 mod udp;
 
@@ -30,7 +31,9 @@ use mptund_sched::{HoldBounds, ReorderConfig, SchedulerParams};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
-use crate::config::{ClientConfig, Config, CongestionConfig, ServerConfig, TunConfig};
+use crate::config::{
+    ClientConfig, Config, CongestionConfig, ServerConfig, TunConfig, DEFAULT_SOCKET_BUFFER_BYTES,
+};
 use crate::keys::{PrivateKey, PublicKey};
 use crate::mtu;
 use crate::session::{
@@ -40,6 +43,7 @@ use crate::session::{
 use hotplug::{LinkTable, LinkWatch};
 use mptund_probe::ProbeConfig;
 use ops::{Ops, OpsReady};
+use transmit::SendQueues;
 use udp::{Binding, PathSocket};
 
 pub use control::{
@@ -54,9 +58,8 @@ const TUN_BATCH: usize = 64;
 /// Receive batches taken from one socket per wake-up, so one busy path can't starve
 /// the others or the TUN.
 const SOCKET_BATCHES_PER_WAKE: usize = 4;
-/// How long a send waits for room in a full socket buffer before the datagram is
-/// dropped: a full buffer means the path is slower than what we feed it.
-const SEND_WAIT: Duration = Duration::from_millis(5);
+/// How long shutting down waits for full socket buffers to take the goodbye.
+const SHUTDOWN_SEND_WAIT: Duration = Duration::from_millis(100);
 /// How often a path whose socket could not be opened (interface missing) is retried.
 const SOCKET_RETRY: Duration = Duration::from_secs(2);
 /// Free buffers kept for reuse: a reorder buffer's worth plus a few batches.
@@ -213,14 +216,7 @@ async fn run_client(
     let bindings = config
         .paths
         .iter()
-        .map(|path| {
-            Some(Binding {
-                interface: path.interface.clone(),
-                source_address: path.source_address,
-                port: 0,
-                ipv6: path.endpoint.is_ipv6(),
-            })
-        })
+        .map(|path| Some(reload::binding_of(path)))
         .collect();
     let stats_interval = config.log.stats_interval;
     let interfaces = config
@@ -276,6 +272,7 @@ async fn run_server(
         source_address: Some(config.listen.ip()),
         port: config.listen.port(),
         ipv6: config.listen.is_ipv6(),
+        buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
     };
     let mut event_loop = EventLoop::new(
         core,
@@ -300,6 +297,10 @@ async fn run_server(
 struct Ready {
     tun: bool,
     sockets: u64,
+    /// The TUN can take the packet that waits for it.
+    tun_writable: bool,
+    /// Sockets with datagrams waiting that can take more.
+    writable_sockets: u64,
     timer: bool,
     shutdown: bool,
     ops: OpsReady,
@@ -324,6 +325,12 @@ struct EventLoop<E: Engine> {
     links: Option<LinkTable>,
     tun_mtu: u16,
     out: Vec<Outgoing>,
+    /// Datagrams waiting for their socket to take them.
+    waiting: SendQueues,
+    /// A run of datagrams copied together for one GSO send.
+    gso_buffer: Vec<u8>,
+    /// A packet the full TUN could not take yet; the core keeps the ones behind it.
+    tun_waiting: Option<crate::buffers::Packet>,
     stats_interval: Option<Duration>,
     next_stats: Option<Instant>,
     options: RunOptions,
@@ -350,6 +357,9 @@ impl<E: Engine> EventLoop<E> {
             links: None,
             tun_mtu,
             out: Vec::with_capacity(TUN_BATCH * 2),
+            waiting: SendQueues::default(),
+            gso_buffer: Vec::with_capacity(u16::MAX as usize),
+            tun_waiting: None,
             stats_interval,
             next_stats: None,
             options,
@@ -405,8 +415,19 @@ impl<E: Engine> EventLoop<E> {
     fn close_socket(&mut self, now: Instant, index: usize) {
         self.sockets[index] = None;
         self.opened_with[index] = None;
+        self.fail_waiting(now, index);
         self.engine
             .set_socket_open(now, index, false, &mut self.out);
+    }
+
+    /// Fails every datagram waiting for socket `index` (it closed or went away): the
+    /// core counts each and re-sends its data elsewhere.
+    fn fail_waiting(&mut self, now: Instant, index: usize) {
+        let error = io::Error::new(io::ErrorKind::NotConnected, "path socket closed");
+        for datagram in self.waiting.take_all(index) {
+            self.engine.on_send_failed(now, datagram.path, &error);
+            self.engine.on_transmitted(datagram);
+        }
     }
 
     /// A new interface table: paths whose interface went away or down lose their
@@ -501,7 +522,7 @@ impl<E: Engine> EventLoop<E> {
                     }
                 }
             }
-            self.flush().await;
+            self.flush();
 
             let mut deadline = next_socket_retry;
             for at in [
@@ -538,6 +559,9 @@ impl<E: Engine> EventLoop<E> {
             }
             if let Some(table) = ready.links {
                 self.on_link_table(now, table);
+            }
+            for index in bits(ready.writable_sockets) {
+                self.waiting.set_blocked(index, false);
             }
             if ready.tun {
                 self.read_tun()?;
@@ -581,6 +605,19 @@ impl<E: Engine> EventLoop<E> {
                     }
                 }
             }
+            for index in self.waiting.blocked() {
+                // A closed socket is "writable": its datagrams fail at once.
+                let writable = self
+                    .sockets
+                    .get(index)
+                    .and_then(Option::as_ref)
+                    .is_none_or(|socket| socket.poll_send_ready(cx).is_ready());
+                if writable {
+                    ready.writable_sockets |= 1 << index;
+                }
+            }
+            ready.tun_writable =
+                self.tun_waiting.is_some() && self.tun.poll_writable(cx).is_ready();
             ready.timer = sleep.as_mut().poll(cx).is_ready();
             ready.shutdown = sigterm.poll_recv(cx).is_ready() || sigint.poll_recv(cx).is_ready();
             ready.ops = ops.poll(cx);
@@ -588,6 +625,8 @@ impl<E: Engine> EventLoop<E> {
             if ready.links.is_some()
                 || ready.tun
                 || ready.sockets != 0
+                || ready.tun_writable
+                || ready.writable_sockets != 0
                 || ready.timer
                 || ready.shutdown
                 || ready.ops.requests
@@ -671,80 +710,126 @@ impl<E: Engine> EventLoop<E> {
         }
     }
 
-    /// Sends what the core produced and writes what it released to the TUN.
-    async fn flush(&mut self) {
-        while let Some(packet) = self.engine.poll_tun_packet() {
-            let result = match self.tun.try_send(packet.bytes()) {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    self.tun.send(packet.bytes()).await
+    /// Writes what the core released to the TUN and sends what it produced, without
+    /// waiting: what a full TUN or socket cannot take now waits for it (see `wait`),
+    /// so one congested path never holds up another path or the TUN.
+    fn flush(&mut self) {
+        self.write_tun();
+        loop {
+            let mut produced = std::mem::take(&mut self.out);
+            for datagram in produced.drain(..) {
+                if let Err(datagram) = self.waiting.push(datagram) {
+                    let error = io::Error::new(io::ErrorKind::WouldBlock, "socket buffer full");
+                    self.engine
+                        .on_send_failed(Instant::now(), datagram.path, &error);
+                    self.engine.on_transmitted(datagram);
                 }
-                other => other,
-            };
-            if let Err(error) = result {
-                self.engine.on_tun_write_failed(Instant::now(), &error);
+            }
+            self.out = produced;
+            let mut closed = 0u64;
+            let sendable: u64 = self
+                .waiting
+                .sendable()
+                .fold(0, |set, index| set | 1 << index);
+            for index in bits(sendable) {
+                if !self.send_waiting(index) {
+                    closed |= 1 << index;
+                }
+            }
+            let now = Instant::now();
+            for index in bits(closed) {
+                self.engine
+                    .set_socket_open(now, index, false, &mut self.out);
+            }
+            // What the closed sockets had in flight, now for the other paths.
+            if self.out.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Writes released packets to the TUN until it is full.
+    fn write_tun(&mut self) {
+        while let Some(packet) = self
+            .tun_waiting
+            .take()
+            .or_else(|| self.engine.poll_tun_packet())
+        {
+            match self.tun.try_send(packet.bytes()) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.tun_waiting = Some(packet);
+                    return;
+                }
+                Err(error) => self.engine.on_tun_write_failed(Instant::now(), &error),
+                Ok(_) => {}
             }
             self.engine.pool().recycle(packet);
         }
-        let mut outgoing = std::mem::take(&mut self.out);
-        let mut lost_sockets = 0u64;
-        loop {
-            for datagram in outgoing.drain(..) {
-                let socket = datagram.socket;
-                if let Err(error) = self.send(&datagram).await {
-                    self.engine
-                        .on_send_failed(Instant::now(), datagram.path, &error);
-                    if is_link_failure(&error)
-                        && self.bindings[socket].is_some()
-                        && self.sockets[socket].is_some()
-                    {
-                        tracing::warn!(path = %self.names[socket], %error, "path interface down or gone, closing its socket");
-                        // The rest of this batch for the socket fails without a
-                        // syscall; every one of them is kept first, then re-sent
-                        // elsewhere when the core hears the socket is closed.
-                        self.sockets[socket] = None;
-                        self.opened_with[socket] = None;
-                        lost_sockets |= 1 << socket;
-                    }
-                }
-                self.engine.on_transmitted(datagram);
-            }
-            let now = Instant::now();
-            for socket in 0..self.sockets.len() {
-                if lost_sockets & (1 << socket) != 0 {
-                    self.engine
-                        .set_socket_open(now, socket, false, &mut self.out);
-                }
-            }
-            lost_sockets = 0;
-            if self.out.is_empty() {
-                break;
-            }
-            // What the closed sockets had in flight, now on the other paths.
-            std::mem::swap(&mut outgoing, &mut self.out);
-        }
-        self.out = outgoing;
     }
 
-    async fn send(&self, datagram: &Outgoing) -> io::Result<()> {
-        let Some(socket) = self.sockets.get(datagram.socket).and_then(Option::as_ref) else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "path socket is not open",
-            ));
-        };
-        let bytes = datagram.packet.bytes();
-        match socket.try_send(datagram.destination, datagram.source_ip, bytes) {
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                match tokio::time::timeout(SEND_WAIT, socket.writable()).await {
-                    Ok(Ok(())) => socket.try_send(datagram.destination, datagram.source_ip, bytes),
-                    Ok(Err(error)) => Err(error),
-                    Err(_) => Err(io::Error::new(
-                        io::ErrorKind::WouldBlock,
-                        "socket buffer full",
-                    )),
+    /// Sends what socket `index` has waiting, a GSO run per `sendmsg`, until nothing
+    /// is left or the socket is full. False when the socket failed for good and was
+    /// closed (its interface went away).
+    fn send_waiting(&mut self, index: usize) -> bool {
+        loop {
+            let socket = self.sockets.get(index).and_then(Option::as_ref);
+            let max_segments = socket.map_or(1, PathSocket::max_gso_segments);
+            let Some(run) = self.waiting.head_run(index, max_segments) else {
+                return true;
+            };
+            let result = match (socket, self.waiting.peek(index, 1).next()) {
+                (Some(socket), Some(first)) if run.count == 1 => socket.try_send(
+                    first.destination,
+                    first.source_ip,
+                    first.packet.bytes(),
+                    None,
+                ),
+                (Some(socket), Some(first)) => {
+                    self.gso_buffer.clear();
+                    for datagram in self.waiting.peek(index, run.count) {
+                        self.gso_buffer.extend_from_slice(datagram.packet.bytes());
+                    }
+                    socket.try_send(
+                        first.destination,
+                        first.source_ip,
+                        &self.gso_buffer,
+                        run.segment_size,
+                    )
+                }
+                _ => Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "path socket is not open",
+                )),
+            };
+            let now = Instant::now();
+            match result {
+                Ok(()) => {
+                    for datagram in self.waiting.take(index, run.count) {
+                        self.engine.on_transmitted(datagram);
+                    }
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.waiting.set_blocked(index, true);
+                    self.engine.on_socket_full(index);
+                    return true;
+                }
+                Err(error) => {
+                    for datagram in self.waiting.take(index, run.count) {
+                        self.engine.on_send_failed(now, datagram.path, &error);
+                        self.engine.on_transmitted(datagram);
+                    }
+                    if is_link_failure(&error)
+                        && self.bindings.get(index).is_some_and(Option::is_some)
+                        && self.sockets.get(index).is_some_and(Option::is_some)
+                    {
+                        tracing::warn!(path = %self.names[index], %error, "path interface down or gone, closing its socket");
+                        self.sockets[index] = None;
+                        self.opened_with[index] = None;
+                        self.fail_waiting(now, index);
+                        return false;
+                    }
                 }
             }
-            other => other,
         }
     }
 
@@ -752,7 +837,23 @@ impl<E: Engine> EventLoop<E> {
         let now = Instant::now();
         tracing::info!("shutting down: telling the peer");
         self.engine.close(now, &mut self.out);
-        self.flush().await;
+        self.flush();
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_SEND_WAIT;
+        loop {
+            let Some(index) = self.waiting.blocked().next() else {
+                break;
+            };
+            if let Some(socket) = self.sockets.get(index).and_then(Option::as_ref) {
+                if tokio::time::timeout_at(deadline, socket.writable())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            self.waiting.set_blocked(index, false);
+            self.flush();
+        }
         let report = self.engine.report(now);
         for line in report.log_lines() {
             tracing::info!("{line}");
@@ -776,6 +877,11 @@ impl<E: Engine> EventLoop<E> {
 /// The interface under a socket is gone (ENODEV, ENXIO), down (ENETDOWN) or lost the
 /// source address (EADDRNOTAVAIL): the socket is closed and reopened once the
 /// interface is usable again.
+/// The indices of the set bits of `set`, lowest first.
+fn bits(set: u64) -> impl Iterator<Item = usize> {
+    (0..u64::BITS as usize).filter(move |index| set & (1 << index) != 0)
+}
+
 fn is_link_failure(error: &io::Error) -> bool {
     matches!(
         error.raw_os_error(),

@@ -248,12 +248,13 @@ fn client_path_settings(config: &ClientConfig, path: &PathConfig) -> ClientPathS
     }
 }
 
-fn binding_of(path: &PathConfig) -> Binding {
+pub(super) fn binding_of(path: &PathConfig) -> Binding {
     Binding {
         interface: path.interface.clone(),
         source_address: path.source_address,
         port: 0,
         ipv6: path.endpoint.is_ipv6(),
+        buffer_bytes: path.socket_buffer_bytes,
     }
 }
 
@@ -262,6 +263,7 @@ fn needs_new_socket(old: &PathConfig, new: &PathConfig) -> bool {
     old.interface != new.interface
         || old.source_address != new.source_address
         || old.endpoint != new.endpoint
+        || old.socket_buffer_bytes != new.socket_buffer_bytes
 }
 
 impl ApplyConfig for ClientCore {
@@ -356,6 +358,7 @@ impl ApplyConfig for ClientCore {
         for path in &removed {
             let socket = event_loop.engine.remove_path(now, &path.name, &mut out)?;
             event_loop.sockets[socket] = None;
+            event_loop.fail_waiting(now, socket);
             event_loop.bindings[socket] = None;
             event_loop.opened_with[socket] = None;
         }

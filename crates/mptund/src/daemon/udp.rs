@@ -18,9 +18,6 @@ use tokio::io::Interest;
 pub const RECV_BATCH: usize = 16;
 /// With GRO one receive buffer carries many datagrams, up to the UDP maximum.
 const RECV_BUFFER_LEN: usize = 65_536;
-/// Socket buffers sized for a few hundred milliseconds at hundreds of Mbit/s, so bursts
-/// of a reordering path don't overflow them (SO_RCVBUFFORCE works for root/CAP_NET_ADMIN).
-const SOCKET_BUFFER_BYTES: usize = 8 << 20;
 
 /// How a path socket is bound.
 #[derive(Clone, Debug)]
@@ -30,6 +27,8 @@ pub struct Binding {
     /// The local port; 0 lets the kernel choose (client paths).
     pub port: u16,
     pub ipv6: bool,
+    /// SO_SNDBUF and SO_RCVBUF (the forced variants work for root/CAP_NET_ADMIN).
+    pub buffer_bytes: usize,
 }
 
 pub struct PathSocket {
@@ -74,8 +73,8 @@ impl PathSocket {
         ] {
             // Without CAP_NET_ADMIN the forced size is refused; the normal one is
             // capped by net.core.{r,w}mem_max, which is then worth raising.
-            if set_int_option(&socket, force, SOCKET_BUFFER_BYTES).is_err() {
-                set_int_option(&socket, normal, SOCKET_BUFFER_BYTES)?;
+            if set_int_option(&socket, force, binding.buffer_bytes).is_err() {
+                set_int_option(&socket, normal, binding.buffer_bytes)?;
             }
         }
         let ip = binding.source_address.unwrap_or(if binding.ipv6 {
@@ -141,23 +140,36 @@ impl PathSocket {
         Ok(datagrams)
     }
 
-    /// Sends one datagram now; `WouldBlock` when the socket buffer is full.
+    /// Sends now, in one `sendmsg`: one datagram, or with `segment_size` a run of
+    /// datagrams of that size (the last may be shorter) that the kernel splits (UDP
+    /// GSO). `WouldBlock` when the socket buffer is full.
     pub fn try_send(
         &self,
         destination: SocketAddr,
         source_ip: Option<IpAddr>,
         contents: &[u8],
+        segment_size: Option<usize>,
     ) -> io::Result<()> {
         let transmit = Transmit {
             destination,
             ecn: None,
             contents,
-            segment_size: None,
+            segment_size,
             src_ip: source_ip,
         };
         self.socket.try_io(Interest::WRITABLE, || {
             self.state.try_send((&self.socket).into(), &transmit)
         })
+    }
+
+    /// Datagrams one send may carry: 1 without UDP GSO. quinn-udp drops to 1 when the
+    /// kernel or the interface refuses a GSO send.
+    pub fn max_gso_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+
+    pub fn poll_send_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.socket.poll_send_ready(cx)
     }
 
     pub async fn writable(&self) -> io::Result<()> {

@@ -809,6 +809,12 @@ impl Engine for ClientCore {
         );
     }
 
+    fn on_socket_full(&mut self, socket: usize) {
+        if let Some(path) = self.paths_mut().iter_mut().find(|p| p.socket == socket) {
+            path.counters.socket_full += 1;
+        }
+    }
+
     fn set_socket_open(
         &mut self,
         now: Instant,

@@ -117,6 +117,8 @@ pub trait Engine {
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>);
     /// The operating system refused to send on `path`.
     fn on_send_failed(&mut self, now: Instant, path: PathId, error: &std::io::Error);
+    /// Socket `socket` had no room: what waits for it stays queued in the I/O loop.
+    fn on_socket_full(&mut self, _socket: usize) {}
     /// Writing an inner packet to the TUN failed.
     fn on_tun_write_failed(&mut self, now: Instant, error: &std::io::Error) {
         self.record_drop(now, DropReason::TunWriteFailed, error);

@@ -29,8 +29,8 @@ use super::{
     DEFAULT_QUEUE_CAPACITY_PACKETS, DEFAULT_QUEUE_INTERVAL, DEFAULT_QUEUE_MAX_DELAY,
     DEFAULT_QUEUE_TARGET_DELAY, DEFAULT_REORDER_CAPACITY_PACKETS, DEFAULT_REORDER_MAX_HOLD,
     DEFAULT_REORDER_MIN_HOLD, DEFAULT_SCHEDULER, DEFAULT_SESSION_IDLE_TIMEOUT,
-    DEFAULT_SESSION_TIMEOUT, DEFAULT_STATS_INTERVAL, KNOWN_CONTROLLERS, KNOWN_SCHEDULERS,
-    MAX_PATHS,
+    DEFAULT_SESSION_TIMEOUT, DEFAULT_SOCKET_BUFFER_BYTES, DEFAULT_STATS_INTERVAL,
+    KNOWN_CONTROLLERS, KNOWN_SCHEDULERS, MAX_PATHS,
 };
 use crate::cookie::HandshakeLimits;
 
@@ -471,6 +471,13 @@ impl Validator<'_> {
             bindings.insert(binding, (index, spanned.span()));
 
             let backup = path.backup.as_ref().is_some_and(|b| *b.get_ref());
+            let socket_buffer_bytes = self.integer(
+                path.socket_buffer_bytes.as_ref(),
+                &format!("{prefix}.socket_buffer_bytes"),
+                65_536..=(256 << 20),
+                " bytes",
+                DEFAULT_SOCKET_BUFFER_BYTES as i64,
+            )?;
             paths.push(PathConfig {
                 name,
                 interface,
@@ -480,6 +487,8 @@ impl Validator<'_> {
                 // Filled in by `path_keepalives` once `[timers]` is read.
                 keepalive_interval: Duration::ZERO,
                 probe_budget_bytes_per_hour: None,
+                socket_buffer_bytes: usize::try_from(socket_buffer_bytes)
+                    .unwrap_or(DEFAULT_SOCKET_BUFFER_BYTES),
             });
         }
         if paths.iter().all(|p| p.backup) {
