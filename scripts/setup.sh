@@ -13,10 +13,11 @@ release=false
 # and check the .deb. mptcpize (its own package since Debian 12) wraps iperf3 for
 # the benchmarks' kernel-MPTCP rows; git and util-linux (chrt) are for them too.
 # The aarch64 cross compiler (ring's C, the linker) and qemu-user-static: the
-# tests build for aarch64 and run it under emulation.
+# tests build for aarch64 and run it under emulation. wireguard-tools (`wg`)
+# configures the wireguard-go baseline of benches/datapath/.
 packages=(iproute2 iputils-ping iperf3 ethtool mptcpd mptcpize procps util-linux git
           prometheus systemd debootstrap systemd-container dpkg-dev lintian file
-          gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static)
+          gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static wireguard-tools)
 if $release; then
     # The other release targets: armv7 and x86_64 musl (musl-gcc for ring's C).
     packages+=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross musl-tools)

@@ -73,6 +73,9 @@ def routed_topology(bed: Testbed):
                    f"198.18.{index}.1", "dev", uplink, "metric", str(index))
     router.run("tc", "qdisc", "add", "dev", "r2", "root", "tbf", "rate", "40mbit",
                "burst", "32kb", "latency", "50ms")
+    # The daemon sends runs of datagrams with UDP GSO; veth would carry each run whole
+    # to the attacker's capture. Split them before the wire, as a modem's link does.
+    client.run("ethtool", "-K", "up1", "tx-udp-segmentation", "off")
     return client, server, router, victim, ["up1", "up2"]
 
 

@@ -182,6 +182,7 @@ async fn run_client(
     let derived = mtu::tun_mtu(link_mtus).unwrap_or(0);
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
     let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
+    tracing::info!(tun = %config.tun.name, mtu = tun_mtu, offload = tun.offload(), "TUN device up");
     tracing::info!(tun = %config.tun.name, mtu = tun_mtu, paths = config.paths.len(), "client starting");
 
     let settings = ClientSettings {
@@ -239,6 +240,7 @@ async fn run_server(
     let derived = mtu::tun_mtu([(mtu::DEFAULT_LINK_MTU, config.listen.is_ipv6())]).unwrap_or(0);
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
     let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
+    tracing::info!(tun = %config.tun.name, mtu = tun_mtu, offload = tun.offload(), "TUN device up");
     let settings = ServerSettings {
         private_key: PrivateKey::from_bytes(config.private_key),
         peers: config
@@ -310,7 +312,7 @@ struct Ready {
 
 struct EventLoop<E: Engine> {
     engine: E,
-    tun: tun_rs::AsyncDevice,
+    tun: tun::Tun,
     sockets: Vec<Option<PathSocket>>,
     /// How to reopen each socket; `None` for sockets that are never reopened (the
     /// server's) and for free slots (a path removed by a reload).
@@ -329,8 +331,6 @@ struct EventLoop<E: Engine> {
     waiting: SendQueues,
     /// A run of datagrams copied together for one GSO send.
     gso_buffer: Vec<u8>,
-    /// A packet the full TUN could not take yet; the core keeps the ones behind it.
-    tun_waiting: Option<crate::buffers::Packet>,
     stats_interval: Option<Duration>,
     next_stats: Option<Instant>,
     options: RunOptions,
@@ -340,7 +340,7 @@ impl<E: Engine> EventLoop<E> {
     #[allow(clippy::too_many_arguments)]
     fn new(
         engine: E,
-        tun: tun_rs::AsyncDevice,
+        tun: tun::Tun,
         tun_mtu: u16,
         bindings: Vec<Option<Binding>>,
         names: Vec<String>,
@@ -359,7 +359,6 @@ impl<E: Engine> EventLoop<E> {
             out: Vec::with_capacity(TUN_BATCH * 2),
             waiting: SendQueues::default(),
             gso_buffer: Vec::with_capacity(u16::MAX as usize),
-            tun_waiting: None,
             stats_interval,
             next_stats: None,
             options,
@@ -616,8 +615,7 @@ impl<E: Engine> EventLoop<E> {
                     ready.writable_sockets |= 1 << index;
                 }
             }
-            ready.tun_writable =
-                self.tun_waiting.is_some() && self.tun.poll_writable(cx).is_ready();
+            ready.tun_writable = self.tun.poll_writable(cx);
             ready.timer = sleep.as_mut().poll(cx).is_ready();
             ready.shutdown = sigterm.poll_recv(cx).is_ready() || sigint.poll_recv(cx).is_ready();
             ready.ops = ops.poll(cx);
@@ -644,24 +642,9 @@ impl<E: Engine> EventLoop<E> {
     /// load a batch takes milliseconds, and a stale stamp would shift the send times
     /// the paths' RTT and delay estimates are measured from.
     fn read_tun(&mut self) -> anyhow::Result<()> {
-        for _ in 0..TUN_BATCH {
-            let mut packet = self.engine.pool().take();
-            match self.tun.try_recv(packet.inner_read_area()) {
-                Ok(len) => {
-                    packet.set_range(HEADROOM, HEADROOM + len);
-                    self.engine
-                        .handle_tun_packet(Instant::now(), packet, &mut self.out);
-                }
-                Err(error) => {
-                    self.engine.pool().recycle(packet);
-                    if error.kind() == io::ErrorKind::WouldBlock {
-                        break;
-                    }
-                    return Err(anyhow::Error::from(error).context("reading from the TUN device"));
-                }
-            }
-        }
-        Ok(())
+        self.tun
+            .read(&mut self.engine, TUN_BATCH, &mut self.out)
+            .context("reading from the TUN device")
     }
 
     /// Reads up to a few batches from socket `index`, each stamped when it was read
@@ -750,21 +733,7 @@ impl<E: Engine> EventLoop<E> {
 
     /// Writes released packets to the TUN until it is full.
     fn write_tun(&mut self) {
-        while let Some(packet) = self
-            .tun_waiting
-            .take()
-            .or_else(|| self.engine.poll_tun_packet())
-        {
-            match self.tun.try_send(packet.bytes()) {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    self.tun_waiting = Some(packet);
-                    return;
-                }
-                Err(error) => self.engine.on_tun_write_failed(Instant::now(), &error),
-                Ok(_) => {}
-            }
-            self.engine.pool().recycle(packet);
-        }
+        self.tun.write(&mut self.engine);
     }
 
     /// Sends what socket `index` has waiting, a GSO run per `sendmsg`, until nothing

@@ -31,7 +31,6 @@ mod report;
 mod resend;
 mod send;
 mod server;
-#[cfg(any(test, feature = "fuzzing"))]
 pub mod testing;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
-//! Settings for cores built outside the daemon: the in-memory session tests and the
-//! fuzz targets (`fuzz/`, cargo feature `fuzzing`) start from the same values, so a
-//! new setting is filled in once.
+//! Settings for cores built outside the daemon: the in-memory session tests, the fuzz
+//! targets (`fuzz/`) and the data path benchmark (`benches/datapath.rs`) start from
+//! the same values, so a new setting is filled in once.
 
 use std::time::Duration;
 

@@ -22,8 +22,25 @@ fn capacity_is_an_eighth_of_the_window_within_two_and_ten_datagrams() {
         (10_000_000, 10 * MDS),
     ];
     for (window, burst) in cases {
-        assert_eq!(pacer.capacity(window), burst, "window {window}");
+        assert_eq!(pacer.capacity(window, 1_250_000), burst, "window {window}");
     }
+}
+
+#[test]
+fn a_fast_path_may_burst_one_millisecond_up_to_64_kib() {
+    let pacer = Pacer::new(MDS);
+    // (rate in bytes/s, burst in bytes) for a large window (10 datagrams by the window).
+    #[rustfmt::skip]
+    let cases = [
+        (1_250_000,      10 * MDS),  // 10 Mbit/s: 1 ms is 1250 bytes
+        (25_000_000,     25_000),    // 200 Mbit/s: 1 ms
+        (125_000_000,    65_536),    // 1 Gbit/s: 125 kB in 1 ms, capped
+    ];
+    for (rate, burst) in cases {
+        assert_eq!(pacer.capacity(10_000_000, rate), burst, "rate {rate}");
+    }
+    // A small window stays spread out below 2.4 MB/s.
+    assert_eq!(pacer.capacity(24_000, 2_000_000), 2 * MDS);
 }
 
 #[test]

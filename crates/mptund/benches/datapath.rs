@@ -1,0 +1,239 @@
+//! The data path's CPU cost without syscalls: sealing and opening a batch of 64
+//! full-size datagrams (ChaCha20-Poly1305 from ring), and what the two cores spend per
+//! inner packet from the client's TUN to the server's TUN (scheduling, sealing,
+//! acknowledging, opening, reordering), measured over an established in-memory
+//! session whose datagrams cross at once.
+//!
+//! `cargo bench -p mptund --bench datapath`
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use mptund::buffers::HEADROOM;
+use mptund::config::IpNet;
+use mptund::crypto::{OpeningKey, SealingKey};
+use mptund::keys::PrivateKey;
+use mptund::session::testing::{path_settings, pool, session_settings};
+use mptund::session::{
+    ClientCore, ClientPathSettings, ClientSettings, Engine, Outgoing, PeerSettings, Received,
+    ServerCore, ServerSettings,
+};
+use mptund::wire::{TAG_LEN, TRANSPORT_HEADER_LEN};
+
+const BATCH: usize = 64;
+/// The inner MTU of 1500-byte IPv4 paths.
+const MTU: usize = 1428;
+const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
+const CLIENT_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 2)), 40000);
+const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
+const SERVER_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 1);
+
+fn crypto(c: &mut Criterion) {
+    let key = [7u8; 32];
+    let sealing = SealingKey::new(&key);
+    let opening = OpeningKey::new(&key);
+    let header = [1u8; TRANSPORT_HEADER_LEN];
+    let body_len = MTU + 12;
+    let mut group = c.benchmark_group("aead_batch_of_64");
+    group.throughput(Throughput::Bytes((BATCH * body_len) as u64));
+    group.bench_function("seal", |b| {
+        let mut bodies = vec![vec![0u8; body_len]; BATCH];
+        let mut counter = 0u64;
+        b.iter(|| {
+            for body in &mut bodies {
+                counter += 1;
+                black_box(sealing.seal_in_place(&header, counter, body));
+            }
+        })
+    });
+    let sealed: Vec<Vec<u8>> = (0..BATCH as u64)
+        .map(|counter| {
+            let mut body = vec![0u8; body_len + TAG_LEN];
+            let tag = sealing.seal_in_place(&header, counter, &mut body[..body_len]);
+            body[body_len..].copy_from_slice(&tag);
+            body
+        })
+        .collect();
+    group.bench_function("open", |b| {
+        b.iter_batched_ref(
+            || sealed.clone(),
+            |batch| {
+                for (counter, body) in batch.iter_mut().enumerate() {
+                    black_box(opening.open_in_place(&header, counter as u64, body).is_ok());
+                }
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+/// A client and a server core with an established session over one path, and the
+/// datagrams between them delivered at once.
+struct Pair {
+    now: Instant,
+    client: ClientCore,
+    server: ServerCore,
+    out: Vec<Outgoing>,
+    packet: Vec<u8>,
+    delivered: u64,
+}
+
+impl Pair {
+    fn established() -> Self {
+        let now = Instant::now();
+        let client_key = PrivateKey::generate();
+        let server_key = PrivateKey::generate();
+        let mut session = session_settings("earliest-arrival", Duration::from_millis(50), MTU);
+        session.congestion_controller = "delay-rate".into();
+        let client = ClientCore::new(
+            now,
+            Box::new(|| 1_700_000_000_000_000_000),
+            ClientSettings {
+                private_key: client_key.clone(),
+                server_public_key: server_key.public_key(),
+                paths: vec![ClientPathSettings {
+                    name: "p0".into(),
+                    endpoint: SERVER_ADDR,
+                    backup: false,
+                    probing: path_settings(),
+                }],
+                session: session.clone(),
+                handshake_retry: Duration::from_secs(1),
+                session_timeout: Duration::from_secs(10),
+            },
+            pool(MTU),
+        );
+        let server = ServerCore::new(
+            ServerSettings {
+                private_key: server_key,
+                peers: vec![PeerSettings {
+                    name: "client".into(),
+                    public_key: client_key.public_key(),
+                    allowed_ips: vec![IpNet {
+                        addr: IpAddr::V4(CLIENT_INNER),
+                        prefix_len: 32,
+                    }],
+                }],
+                session,
+                path: path_settings(),
+                session_idle_timeout: Duration::from_secs(180),
+            },
+            pool(MTU),
+        );
+        let mut packet = vec![0u8; MTU];
+        packet[0] = 0x45;
+        packet[2..4].copy_from_slice(&(MTU as u16).to_be_bytes());
+        packet[8] = 64;
+        packet[9] = 17;
+        packet[12..16].copy_from_slice(&CLIENT_INNER.octets());
+        packet[16..20].copy_from_slice(&SERVER_INNER.octets());
+        let mut pair = Pair {
+            now,
+            client,
+            server,
+            out: Vec::new(),
+            packet,
+            delivered: 0,
+        };
+        pair.client.set_socket_open(now, 0, true, &mut pair.out);
+        for _ in 0..100 {
+            pair.now += Duration::from_millis(10);
+            pair.exchange();
+        }
+        // Warm up the path's window and the pools.
+        for _ in 0..10_000 {
+            pair.one_packet();
+        }
+        assert!(
+            pair.delivered > 9_000,
+            "the session carries data: {}",
+            pair.delivered
+        );
+        pair
+    }
+
+    /// Runs the timers that are due, then delivers what either side produced until
+    /// both are quiet.
+    fn exchange(&mut self) {
+        let mut to_client = Vec::new();
+        if self.client.poll_timeout().is_some_and(|at| at <= self.now) {
+            self.client.handle_timeout(self.now, &mut self.out);
+        }
+        if self.server.poll_timeout().is_some_and(|at| at <= self.now) {
+            self.server.handle_timeout(self.now, &mut to_client);
+        }
+        loop {
+            self.client.flush_acks(self.now, &mut self.out);
+            let from_client = std::mem::take(&mut self.out);
+            let mut moved = !from_client.is_empty() || !to_client.is_empty();
+            for outgoing in from_client {
+                let packet = self.server.pool().take_copy(outgoing.packet.bytes());
+                self.client.on_transmitted(outgoing);
+                if let Some(packet) = packet {
+                    let received = Received {
+                        socket: 0,
+                        from: CLIENT_ADDR,
+                        local_ip: Some(SERVER_ADDR.ip()),
+                    };
+                    self.server
+                        .handle_datagram(self.now, received, packet, &mut to_client);
+                }
+            }
+            self.server.flush_acks(self.now, &mut to_client);
+            moved |= !to_client.is_empty();
+            for outgoing in std::mem::take(&mut to_client) {
+                let packet = self.client.pool().take_copy(outgoing.packet.bytes());
+                self.server.on_transmitted(outgoing);
+                if let Some(packet) = packet {
+                    let received = Received {
+                        socket: 0,
+                        from: SERVER_ADDR,
+                        local_ip: None,
+                    };
+                    self.client
+                        .handle_datagram(self.now, received, packet, &mut self.out);
+                }
+            }
+            while let Some(packet) = self.server.poll_tun_packet() {
+                self.delivered += 1;
+                self.server.pool().recycle(packet);
+            }
+            while let Some(packet) = self.client.poll_tun_packet() {
+                self.client.pool().recycle(packet);
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// One inner packet from the client's TUN to the server's, 10 µs after the last.
+    fn one_packet(&mut self) {
+        self.now += Duration::from_micros(10);
+        if self.client.poll_timeout().is_some_and(|at| at <= self.now) {
+            self.client.handle_timeout(self.now, &mut self.out);
+        }
+        let mut packet = self.client.pool().take();
+        packet.inner_read_area()[..MTU].copy_from_slice(&self.packet);
+        packet.set_range(HEADROOM, HEADROOM + MTU);
+        self.client
+            .handle_tun_packet(self.now, packet, &mut self.out);
+        self.exchange();
+    }
+}
+
+fn core(c: &mut Criterion) {
+    let mut pair = Pair::established();
+    let mut group = c.benchmark_group("core");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("client_tun_to_server_tun_per_packet", |b| {
+        b.iter(|| pair.one_packet())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, crypto, core);
+criterion_main!(benches);
