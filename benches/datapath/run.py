@@ -10,6 +10,8 @@ rotates each round, so slow drift of the machine hits every mode alike):
                 golang.zx2c4.com/wireguard@latest`, its TUN and UDP offloads on)
   mptund-1      iperf3 through mptund with one path (its defaults otherwise)
   mptund-3      iperf3 through mptund striping over three veth paths
+  baseline-1, baseline-3   the same with another mptund binary (--baseline-bin, e.g.
+                the previous commit's build)
 
 Measured per run: the receiver's goodput, and the CPU time of each tunnel process
 (user + system, from /proc) over the flow, in cores; CPU per Gbit/s is the sum of
@@ -17,6 +19,7 @@ both tunnel ends divided by the goodput.
 
     sudo python3 benches/datapath/run.py                         # 3 rounds, 10 s flows
     sudo python3 benches/datapath/run.py --rounds 5 --duration 15 --modes wireguard-go mptund-1
+    sudo python3 benches/datapath/run.py --baseline-bin /tmp/mptund-previous   # + baseline-1/3
     python3 benches/datapath/run.py --report                    # tables from results.json
 """
 
@@ -40,6 +43,7 @@ from mptund import SERVER_TUN_ADDR, DaemonPair, direct_topology, mptund_binary  
 from netns import Testbed  # noqa: E402
 
 MODES = ["raw", "wireguard-go", "mptund-1", "mptund-3"]
+BASELINE_MODES = ["baseline-1", "baseline-3"]
 WIREGUARD_MODULE = "golang.zx2c4.com/wireguard@latest"
 WIREGUARD_BIN_DIR = REPO_ROOT / "target" / "wireguard-go"
 WIREGUARD_PORT = 51820
@@ -140,12 +144,14 @@ def run_wireguard(bed: Testbed, wireguard: Path, duration_s: int) -> dict:
                        {"client": processes["client"], "server": processes["server"]})
 
 
-def run_mptund(bed: Testbed, paths: int, duration_s: int) -> dict:
+def run_mptund(bed: Testbed, paths: int, duration_s: int, binary: str | None = None) -> dict:
     client, server, uplinks = direct_topology(bed, paths)
     # The daemon's defaults: scheduler, hold and congestion control as shipped.
     daemons = DaemonPair(bed=bed, client_ns=client, server_ns=server, uplinks=uplinks,
                          inner_ipv6=True, scheduler=None, hold_ms=None, congestion_controller=None,
                          log_level="warn")
+    if binary:
+        daemons.binary = binary
     try:
         daemons.start()
     except (RuntimeError, TimeoutError) as error:
@@ -159,12 +165,14 @@ def run_mptund(bed: Testbed, paths: int, duration_s: int) -> dict:
     return result
 
 
-def run_mode(mode: str, wireguard: Path | None, duration_s: int) -> dict:
+def run_mode(mode: str, wireguard: Path | None, duration_s: int, baseline: str | None) -> dict:
     with Testbed() as bed:
         if mode == "raw":
             return run_raw(bed, duration_s)
         if mode == "wireguard-go":
             return run_wireguard(bed, wireguard, duration_s)
+        if mode.startswith("baseline-"):
+            return run_mptund(bed, int(mode.removeprefix("baseline-")), duration_s, baseline)
         return run_mptund(bed, int(mode.removeprefix("mptund-")), duration_s)
 
 
@@ -175,7 +183,7 @@ def cpu_per_gbit(run: dict) -> float | None:
 
 def report(results: dict) -> str:
     runs = results["runs"]
-    modes = [m for m in MODES if any(r["mode"] == m and "error" not in r for r in runs)]
+    modes = [m for m in MODES + BASELINE_MODES if any(r["mode"] == m and "error" not in r for r in runs)]
     medians = {}
     for mode in modes:
         ok = [r for r in runs if r["mode"] == mode and "error" not in r]
@@ -204,7 +212,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=10, help="seconds per flow")
-    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES + BASELINE_MODES)
+    parser.add_argument("--baseline-bin", help="another mptund binary for the baseline-N modes (added "
+                                               "to the default modes when given)")
     parser.add_argument("--out", default=str(HERE / "results.json"))
     parser.add_argument("--report", action="store_true", help="print the table of --out and exit")
     args = parser.parse_args()
@@ -214,17 +224,22 @@ def main() -> int:
         return 0
     if os.geteuid() != 0:
         parser.error("runs need root (network namespaces)")
+    if args.baseline_bin and args.modes == MODES:
+        args.modes = MODES + BASELINE_MODES
+    if any(m in BASELINE_MODES for m in args.modes) and not args.baseline_bin:
+        parser.error("the baseline-N modes need --baseline-bin")
     mptund_binary()  # fails early without a release build
     wireguard = build_wireguard_go() if "wireguard-go" in args.modes else None
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                             text=True).stdout.strip()
-    results = {"commit": commit, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+    results = {"commit": commit, "baseline_bin": args.baseline_bin, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
                                              f"Linux {platform.release()}",
                "duration_s": args.duration, "runs": []}
     for round_index in range(args.rounds):
         shift = round_index % len(args.modes)
         for mode in args.modes[shift:] + args.modes[:shift]:
-            run = {"mode": mode, "round": round_index + 1, **run_mode(mode, wireguard, args.duration)}
+            run = {"mode": mode, "round": round_index + 1,
+                   **run_mode(mode, wireguard, args.duration, args.baseline_bin)}
             results["runs"].append(run)
             print(f"round {round_index + 1} {mode:13} " + (
                 run["error"] if "error" in run else

@@ -39,7 +39,7 @@ pub use loss::{
     PERSISTENT_CONGESTION_THRESHOLD, TIME_THRESHOLD_DENOMINATOR, TIME_THRESHOLD_NUMERATOR,
 };
 pub use owd::{OwdEstimator, BASE_DELAY_WINDOW, TREND_MIN_SAMPLES, TREND_SAMPLES};
-pub use path::{AckResult, LostPacket, PathProbe, ProbeConfig, SENT_PACKETS_CAPACITY};
+pub use path::{AckResult, LostPacket, PathProbe, ProbeConfig};
 pub use rate::{RateEstimator, RateSample};
 pub use rtt::RttEstimator;
 pub use sent::{SentPacket, SentPackets};

@@ -21,11 +21,6 @@ use crate::rtt::RttEstimator;
 use crate::sent::{AckOutcome, SentPacket, SentPackets};
 use crate::stats::{PathCounters, PathStats};
 
-/// Entries the in-flight record holds before it has to grow: 200 Mbit/s (the fastest
-/// 5G uplink in DESIGN.md) times 150 ms (the slowest RTT) is 3.75 MB, 3,125 datagrams
-/// of 1,200 bytes; rounded up to a power of two. Growing beyond is possible but is an
-/// allocation, not a per-packet one.
-pub const SENT_PACKETS_CAPACITY: usize = 4096;
 
 /// Per-path settings, validated by the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +82,9 @@ impl<C: Controller> PathProbe<C> {
             rtt: RttEstimator::new(),
             config,
             controller,
-            sent: SentPackets::with_capacity(SENT_PACKETS_CAPACITY),
+            // Grows with what the path has in flight (doubling, so a handful of
+            // allocations in a path's life); an idle path keeps a few entries.
+            sent: SentPackets::default(),
             loss: LossDetector::new(config.initial_rtt, config.max_ack_delay),
             rate: RateEstimator::new(),
             owd: OwdEstimator::new(),

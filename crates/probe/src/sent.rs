@@ -58,7 +58,7 @@ struct Entry {
 }
 
 /// Packets sent on one path and not yet settled, oldest first.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct SentPackets {
     entries: VecDeque<Entry>,
     largest_sent: Option<u64>,

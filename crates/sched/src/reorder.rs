@@ -49,6 +49,9 @@ pub use hold::{AdaptiveHold, HoldBounds, HoldHistogram, HOLD_BUCKET_BOUNDS};
 /// clamped. 2^20 packets is ~1.5 GB of 1500-byte packets in the window, far
 /// beyond any bandwidth-delay product a set of cellular uplinks reaches.
 pub const MAX_REORDER_CAPACITY: usize = 1 << 20;
+/// The window a buffer starts with, in slots: enough for the reordering of a few
+/// milliseconds; it doubles on demand up to the configured capacity.
+const MIN_WINDOW_SLOTS: usize = 64;
 
 /// Tuning of a [`ReorderBuffer`].
 #[derive(Clone, Copy, Debug)]
@@ -176,11 +179,14 @@ pub struct ReorderBuffer<T> {
     max_hold: Duration,
     /// Window size in packets, a power of two.
     capacity: u32,
-    /// `capacity - 1`: slot and bitmap index of a sequence number.
+    /// `capacity - 1`: bitmap index of a sequence number.
     index_mask: u32,
     /// Lowest sequence number neither released nor skipped; the window starts here.
     next_expected: SeqNo,
-    /// Packets of the window, slot `seq & index_mask`.
+    /// Packets of the window, slot `seq & (window.len() - 1)`. Grows in powers of two
+    /// up to `capacity` as packets arrive further ahead, so a session that never sees
+    /// much reordering never pays for the whole window. Every packet in it lies within
+    /// `window.len()` of `next_expected`, so a slot can only hold its own number.
     window: Vec<Option<Held<T>>>,
     /// Occupied slots of `window`.
     window_len: usize,
@@ -214,8 +220,8 @@ pub struct ReorderBuffer<T> {
 }
 
 impl<T> ReorderBuffer<T> {
-    /// A buffer expecting `first_expected` next; allocates all its memory now.
-    /// Sequence numbers before `first_expected` are rejected as too old.
+    /// A buffer expecting `first_expected` next. Sequence numbers before
+    /// `first_expected` are rejected as too old.
     pub fn new(config: ReorderConfig, first_expected: SeqNo) -> Self {
         let capacity = config.effective_capacity();
         // Room for one full window of forced-out packets plus as many late
@@ -228,14 +234,14 @@ impl<T> ReorderBuffer<T> {
             capacity: capacity as u32,
             index_mask: capacity as u32 - 1,
             next_expected: first_expected,
-            window: (0..capacity).map(|_| None).collect(),
+            window: (0..MIN_WINDOW_SLOTS.min(capacity)).map(|_| None).collect(),
             window_len: 0,
-            arrival_order: VecDeque::with_capacity(arrival_order_limit),
+            arrival_order: VecDeque::new(),
             arrival_order_limit,
             delivered: vec![0; capacity.div_ceil(64)],
             history_len: 0,
             abandoned: vec![0; capacity.div_ceil(64)],
-            ready: VecDeque::with_capacity(ready_limit),
+            ready: VecDeque::new(),
             ready_limit,
             last_timeout_skip: None,
             needed_wait: None,
@@ -258,7 +264,8 @@ impl<T> ReorderBuffer<T> {
             }
             self.force_advance(seq.sub(self.capacity - 1));
         }
-        let index = self.index(seq);
+        self.reserve_window(self.next_expected.distance_to(seq) as u32);
+        let index = self.slot(seq);
         if self.window[index].is_some() {
             return Err(self.reject(item, RejectReason::Duplicate));
         }
@@ -292,14 +299,14 @@ impl<T> ReorderBuffer<T> {
             return None;
         }
         self.skip_abandoned();
-        if self.window[self.index(self.next_expected)].is_none() {
+        if !self.holds(self.next_expected) {
             if now < self.poll_timeout()? {
                 return None;
             }
             self.last_timeout_skip = Some((now, self.max_hold));
             self.skip_gap();
         }
-        let index = self.index(self.next_expected);
+        let index = self.slot(self.next_expected);
         let held = self.window[index].take()?;
         self.window_len -= 1;
         self.set_delivered(self.next_expected, true);
@@ -311,7 +318,7 @@ impl<T> ReorderBuffer<T> {
     /// Arrival of the oldest packet in the window.
     fn oldest_arrival(&self) -> Option<Instant> {
         let oldest = *self.arrival_order.front()?;
-        Some(self.window[self.index(oldest)].as_ref()?.arrived)
+        Some(self.window[self.slot(oldest)].as_ref()?.arrived)
     }
 
     /// When the oldest packet held in the window stops waiting for its gap;
@@ -319,9 +326,9 @@ impl<T> ReorderBuffer<T> {
     /// returned `None`: call `poll_release` again at that instant.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let oldest = *self.arrival_order.front()?;
-        let held = self.window[self.index(oldest)].as_ref()?;
+        let held = self.window[self.slot(oldest)].as_ref()?;
         let next = self.next_expected;
-        if self.window[self.index(next)].is_none() && self.is_abandoned(next) {
+        if !self.holds(next) && self.is_abandoned(next) {
             // Given up: due already, `poll_release` skips it at once.
             return Some(held.arrived);
         }
@@ -358,8 +365,8 @@ impl<T> ReorderBuffer<T> {
         if ahead < 0 || ahead as u32 >= self.capacity {
             return;
         }
-        let index = self.index(seq);
-        if self.window[index].is_none() {
+        if !self.holds(seq) {
+            let index = self.index(seq);
             self.abandoned[index / 64] |= 1 << (index % 64);
         }
     }
@@ -425,8 +432,7 @@ impl<T> ReorderBuffer<T> {
         let mut in_gap = false;
         for _ in 0..scanned {
             let seq = self.next_expected;
-            let index = self.index(seq);
-            match self.window[index].take() {
+            match self.take_held(seq) {
                 Some(held) => {
                     self.window_len -= 1;
                     self.set_delivered(seq, true);
@@ -468,7 +474,7 @@ impl<T> ReorderBuffer<T> {
     /// The window must hold at least one packet.
     fn skip_gap(&mut self) {
         let mut skipped = 0;
-        while self.window[self.index(self.next_expected)].is_none() {
+        while !self.holds(self.next_expected) {
             self.set_delivered(self.next_expected, false);
             self.advance_release_point(1);
             skipped += 1;
@@ -482,7 +488,7 @@ impl<T> ReorderBuffer<T> {
     fn skip_abandoned(&mut self) {
         let mut skipped = 0;
         while skipped < self.capacity
-            && self.window[self.index(self.next_expected)].is_none()
+            && !self.holds(self.next_expected)
             && self.is_abandoned(self.next_expected)
         {
             self.set_delivered(self.next_expected, false);
@@ -518,9 +524,9 @@ impl<T> ReorderBuffer<T> {
 
     fn record_arrival(&mut self, seq: SeqNo) {
         if self.arrival_order.len() >= self.arrival_order_limit {
-            let (window, mask) = (&self.window, self.index_mask);
+            let window = &self.window;
             self.arrival_order
-                .retain(|&queued| holds(window, mask, queued));
+                .retain(|&queued| window_holds(window, queued));
         }
         self.arrival_order.push_back(seq);
     }
@@ -528,7 +534,7 @@ impl<T> ReorderBuffer<T> {
     /// Restores the invariant that the front of `arrival_order` is in the window.
     fn drop_stale_arrivals(&mut self) {
         while let Some(&oldest) = self.arrival_order.front() {
-            if holds(&self.window, self.index_mask, oldest) {
+            if self.holds(oldest) {
                 break;
             }
             self.arrival_order.pop_front();
@@ -557,8 +563,45 @@ impl<T> ReorderBuffer<T> {
         Rejected { item, reason }
     }
 
+    /// The bitmap index of `seq`.
     fn index(&self, seq: SeqNo) -> usize {
         (seq.0 & self.index_mask) as usize
+    }
+
+    /// The window slot of `seq`.
+    fn slot(&self, seq: SeqNo) -> usize {
+        slot_of(&self.window, seq)
+    }
+
+    /// True when the window holds `seq`.
+    fn holds(&self, seq: SeqNo) -> bool {
+        window_holds(&self.window, seq)
+    }
+
+    /// Takes `seq` out of the window if it is there.
+    fn take_held(&mut self, seq: SeqNo) -> Option<Held<T>> {
+        if !self.holds(seq) {
+            return None;
+        }
+        let index = self.slot(seq);
+        self.window[index].take()
+    }
+
+    /// Makes the window reach `ahead` past `next_expected` (at most `capacity`):
+    /// doubles it until it does and moves every packet to its slot in the larger one.
+    fn reserve_window(&mut self, ahead: u32) {
+        if (ahead as usize) < self.window.len() {
+            return;
+        }
+        let len = (ahead as usize + 1)
+            .next_power_of_two()
+            .min(self.capacity as usize);
+        let mut window: Vec<Option<Held<T>>> = (0..len).map(|_| None).collect();
+        for held in self.window.drain(..).flatten() {
+            let index = slot_of(&window, held.seq);
+            window[index] = Some(held);
+        }
+        self.window = window;
     }
 
     fn is_delivered(&self, seq: SeqNo) -> bool {
@@ -577,9 +620,14 @@ impl<T> ReorderBuffer<T> {
     }
 }
 
+/// The slot of `seq` in a window whose length is a power of two.
+fn slot_of<T>(window: &[Option<Held<T>>], seq: SeqNo) -> usize {
+    (seq.0 as usize) & (window.len() - 1)
+}
+
 /// True when the window slot of `seq` holds that very packet.
-fn holds<T>(window: &[Option<Held<T>>], index_mask: u32, seq: SeqNo) -> bool {
-    window[(seq.0 & index_mask) as usize]
+fn window_holds<T>(window: &[Option<Held<T>>], seq: SeqNo) -> bool {
+    window[slot_of(window, seq)]
         .as_ref()
         .is_some_and(|held| held.seq == seq)
 }

@@ -439,8 +439,10 @@ impl fmt::Debug for ServerConfig {
     }
 }
 
-/// Largest configuration file `load` reads.
-const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// Largest configuration file `load` reads: a server with tens of thousands of
+/// `[[peer]]` tables (about 120 bytes each) fits; a file pointed at by mistake (a
+/// log, an image) is refused before it is read.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 /// Reads and validates the configuration file at `path`, and the private key
 /// file it names (relative key paths are resolved against `path`'s

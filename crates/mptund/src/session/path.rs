@@ -163,7 +163,7 @@ impl SessionPath {
             ack_immediately: false,
             pacer: Pacer::new(session.probe.max_datagram_size),
             pacing_ready_at: None,
-            kept: VecDeque::with_capacity(1024),
+            kept: VecDeque::new(),
             next_packet_number: 0,
             last_received: None,
             last_probe: None,

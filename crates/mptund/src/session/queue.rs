@@ -40,7 +40,7 @@ pub(super) struct SendQueue {
 impl SendQueue {
     pub fn new(config: SendQueueConfig) -> Self {
         Self {
-            packets: VecDeque::with_capacity(config.capacity_packets),
+            packets: VecDeque::new(),
             codel: None,
             bytes: 0,
             config,

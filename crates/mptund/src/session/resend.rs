@@ -48,7 +48,7 @@ impl ResendQueue {
 
     pub fn new() -> Self {
         Self {
-            packets: VecDeque::with_capacity(Self::CAPACITY),
+            packets: VecDeque::new(),
         }
     }
 

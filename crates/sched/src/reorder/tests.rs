@@ -74,6 +74,29 @@ impl Harness {
 }
 
 #[test]
+fn the_window_grows_only_as_far_ahead_as_packets_arrive() {
+    for base in BASES {
+        let mut h = Harness::new(base, 4096);
+        // In order: the first 64 slots are all a session without reordering uses.
+        h.insert_ok(0, &[0, 1, 2]);
+        assert_eq!(h.release(0), [0, 1, 2]);
+        assert_eq!(h.buffer.window.len(), 64);
+        // 100 and 1000 ahead: the window doubles until it reaches them, and the held
+        // packets move to their slots in the larger one.
+        h.insert_ok(1, &[103, 40]);
+        assert_eq!(h.buffer.window.len(), 128);
+        h.insert_ok(2, &[1003]);
+        assert_eq!(h.buffer.window.len(), 1024);
+        assert_eq!(h.insert(3, 40), Err(RejectReason::Duplicate));
+        // Filling every gap releases everything in order.
+        let missing: Vec<u32> = (3..1004).filter(|o| ![40, 103, 1003].contains(o)).collect();
+        h.insert_ok(4, &missing);
+        assert_eq!(h.release(4), (3..1004).collect::<Vec<u32>>());
+        assert!(h.buffer.is_empty());
+    }
+}
+
+#[test]
 fn in_order_packets_are_released_immediately() {
     for base in BASES {
         let mut h = Harness::new(base, 16);
