@@ -169,34 +169,35 @@ impl Pair {
             self.client.flush_acks(self.now, &mut self.out);
             let from_client = std::mem::take(&mut self.out);
             let mut moved = !from_client.is_empty() || !to_client.is_empty();
-            for outgoing in from_client {
-                let packet = self.server.pool().take_copy(outgoing.packet.bytes());
-                self.client.on_transmitted(outgoing);
-                if let Some(packet) = packet {
-                    let received = Received {
-                        socket: 0,
-                        from: CLIENT_ADDR,
-                        local_ip: Some(SERVER_ADDR.ip()),
-                    };
-                    self.server
-                        .handle_datagram(self.now, received, packet, &mut to_client);
-                }
-            }
+            let to_server = Received {
+                socket: 0,
+                from: CLIENT_ADDR,
+                local_ip: Some(SERVER_ADDR.ip()),
+            };
+            carry(
+                &mut self.client,
+                &mut self.server,
+                from_client,
+                to_server,
+                self.now,
+                &mut to_client,
+            );
             self.server.flush_acks(self.now, &mut to_client);
             moved |= !to_client.is_empty();
-            for outgoing in std::mem::take(&mut to_client) {
-                let packet = self.client.pool().take_copy(outgoing.packet.bytes());
-                self.server.on_transmitted(outgoing);
-                if let Some(packet) = packet {
-                    let received = Received {
-                        socket: 0,
-                        from: SERVER_ADDR,
-                        local_ip: None,
-                    };
-                    self.client
-                        .handle_datagram(self.now, received, packet, &mut self.out);
-                }
-            }
+            let from_server = std::mem::take(&mut to_client);
+            let to_client_side = Received {
+                socket: 0,
+                from: SERVER_ADDR,
+                local_ip: None,
+            };
+            carry(
+                &mut self.server,
+                &mut self.client,
+                from_server,
+                to_client_side,
+                self.now,
+                &mut self.out,
+            );
             while let Some(packet) = self.server.poll_tun_packet() {
                 self.delivered += 1;
                 self.server.pool().recycle(packet);
@@ -222,6 +223,24 @@ impl Pair {
         self.client
             .handle_tun_packet(self.now, packet, &mut self.out);
         self.exchange();
+    }
+}
+
+/// Hands what `from` sent to `to` as received datagrams; what `to` answers goes to `out`.
+fn carry(
+    from: &mut impl Engine,
+    to: &mut impl Engine,
+    sent: Vec<Outgoing>,
+    received: Received,
+    now: Instant,
+    out: &mut Vec<Outgoing>,
+) {
+    for outgoing in sent {
+        let packet = to.pool().take_copy(outgoing.packet.bytes());
+        from.on_transmitted(outgoing);
+        if let Some(packet) = packet {
+            to.handle_datagram(now, received, packet, out);
+        }
     }
 }
 

@@ -21,7 +21,6 @@ use crate::rtt::RttEstimator;
 use crate::sent::{AckOutcome, SentPacket, SentPackets};
 use crate::stats::{PathCounters, PathStats};
 
-
 /// Per-path settings, validated by the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeConfig {

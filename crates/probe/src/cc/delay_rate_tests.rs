@@ -5,9 +5,6 @@ use crate::cc::test_link::{ms, Link, Sim, MDS};
 
 /// 10 Mbit/s.
 const TEN_MBIT: u64 = 1_250_000;
-/// The quantization budget below 2.4 MB/s: 3 × a send quantum of 2 × MDS (1 ms of
-/// the rate is less).
-const BUDGET: u64 = 7_200;
 
 fn policed(capacity: u64, base_rtt: Duration) -> Link {
     Link {
@@ -76,21 +73,18 @@ fn startup_doubles_then_exits_after_the_rate_plateau() {
         (5..=8).contains(&rounds),
         "exit after {rounds} rounds: {windows:?}"
     );
-    // Startup caps its window at 2.885 × BDP (180312) + the budget on an unpaced sender.
+    // Startup caps its window at 2.885 × BDP (180312) on an unpaced sender.
     let largest = windows.iter().copied().max().unwrap();
-    assert!(
-        (180_312 + BUDGET..=180_312 + BUDGET + MDS).contains(&largest),
-        "{windows:?}"
-    );
+    assert!((180_312..=180_312 + MDS).contains(&largest), "{windows:?}");
     assert_eq!(controller.max_delivery_rate(), TEN_MBIT);
     assert_eq!(controller.state(), DelayRateState::Drain);
     assert_eq!(controller.bdp(), Some(62_500));
-    assert_eq!(controller.window(), 62_500 + BUDGET, "Drain keeps one BDP");
+    assert_eq!(controller.window(), 62_500, "Drain keeps one BDP");
     // No queue: Drain ends after one round, Cruise grows to 2 × BDP.
     run_rounds(&mut controller, &mut sim, 1);
     assert_eq!(controller.state(), DelayRateState::Cruise);
     run_rounds(&mut controller, &mut sim, 2);
-    assert_eq!(controller.window(), 125_000 + BUDGET);
+    assert_eq!(controller.window(), 125_000);
 }
 
 #[test]
@@ -109,7 +103,7 @@ fn startup_exits_early_on_a_standing_queue() {
     assert!(controller.round() <= 5, "round {}", controller.round());
     assert_eq!(controller.state(), DelayRateState::Drain);
     // Drain holds one BDP until the queue is gone, then Cruise.
-    assert_eq!(controller.window(), 62_500 + BUDGET);
+    assert_eq!(controller.window(), 62_500);
     while controller.state() == DelayRateState::Drain {
         sim.step(&mut controller);
     }
@@ -119,18 +113,18 @@ fn startup_exits_early_on_a_standing_queue() {
 #[test]
 fn cruise_window_is_twice_rate_times_min_rtt() {
     let t0 = Instant::now();
-    // (rate in bytes/s, base RTT, expected window = 2 × rate × min_rtt + 3 × the send
-    // quantum, which is max(1 ms of the rate, 2 × MDS))
+    // (rate in bytes/s, base RTT, expected window = 2 × rate × min_rtt, at least 3 send
+    // quanta of max(1 ms of the rate, 2 × MDS))
     #[rustfmt::skip]
     let cases = [
-        (TEN_MBIT,   ms(50),    125_000 + BUDGET),
-        (125_000,    ms(100),    25_000 + BUDGET),  // 1 Mbit/s LTE uplink
-        (125_000,    ms(150),    37_500 + BUDGET),
-        (25_000_000, ms(20),  1_000_000 + 75_000),  // 200 Mbit/s 5G: 3 × 25 kB
-        (50_000,     ms(20),      2_000 + BUDGET),
+        (TEN_MBIT,   ms(50),    125_000),
+        (125_000,    ms(100),    25_000),  // 1 Mbit/s LTE uplink
+        (125_000,    ms(150),    37_500),
+        (25_000_000, ms(20),  1_000_000),  // 200 Mbit/s 5G
+        (50_000,     ms(20),      7_200),  // 2000 raised to 3 × 2 × MDS
         // 1 Gbit/s over an unshaped veth, 50 µs: a BDP of 6250 bytes, less than one
-        // batch of datagrams; the budget (3 × 64 KiB) is what lets it fill the link.
-        (125_000_000, Duration::from_micros(50), 12_500 + 196_608),
+        // batch of datagrams; 3 send quanta of 64 KiB let it fill the link.
+        (125_000_000, Duration::from_micros(50), 196_608),
     ];
     for (rate, base_rtt, expected) in cases {
         let (controller, _) = cruising(t0, policed(rate, base_rtt));
@@ -151,14 +145,14 @@ fn queuing_delay_above_target_shrinks_the_window_once_per_round() {
     // Target = max(5 ms, min_rtt / 4): 12.5 ms at 50 ms, 5 ms at 10 ms.
     #[rustfmt::skip]
     let cases: [(Duration, Duration, bool, [u64; 3]); 6] = [
-        (ms(50), ms(30), true,  [112_370, 95_514, 81_186]), // × 0.85 each round
-        (ms(50), ms(13), true,  [112_370, 95_514, 81_186]),
-        (ms(50), ms(12), true,  [132_200, 132_200, 132_200]),
-        (ms(10), ms(6),  true,  [27_370, 23_264, 19_774]),
-        (ms(10), ms(4),  true,  [32_200, 32_200, 32_200]),
+        (ms(50), ms(30), true,  [106_250, 90_312, 76_765]), // × 0.85 each round
+        (ms(50), ms(13), true,  [106_250, 90_312, 76_765]),
+        (ms(50), ms(12), true,  [125_000, 125_000, 125_000]),
+        (ms(10), ms(6),  true,  [21_250, 18_062, 15_352]),
+        (ms(10), ms(4),  true,  [25_000, 25_000, 25_000]),
         // srtt − min_rtt instead: srtt needs most of a round to climb past the target,
         // so that round's minimum is below it and the first cut comes a round later.
-        (ms(50), ms(30), false, [132_200, 112_370, 95_514]),
+        (ms(50), ms(30), false, [125_000, 106_250, 90_312]),
     ];
     for (base_rtt, queuing_delay, reported, expected) in cases {
         let (mut controller, mut sim) = cruising(t0, policed(TEN_MBIT, base_rtt));
@@ -166,7 +160,7 @@ fn queuing_delay_above_target_shrinks_the_window_once_per_round() {
         sim.link.report_queuing_delay = reported;
         // The round in flight when the queue appears carries no queue yet.
         run_rounds(&mut controller, &mut sim, 1);
-        assert_eq!(controller.window(), 2 * controller.bdp().unwrap() + BUDGET);
+        assert_eq!(controller.window(), 2 * controller.bdp().unwrap());
         let mut windows = [0; 3];
         for window in &mut windows {
             run_rounds(&mut controller, &mut sim, 1);
@@ -183,12 +177,12 @@ fn queuing_delay_above_target_shrinks_the_window_once_per_round() {
 fn the_guard_drains_a_deep_modem_queue() {
     let t0 = Instant::now();
     // A real queue this time: the window beyond one BDP sits in the modem buffer.
-    // Without the guard a window of 2 × BDP (+ the budget) keeps 56 ms standing.
+    // Without the guard a window of 2 × BDP keeps 50 ms standing.
     let (mut controller, mut sim) = cruising(t0, Link::new(TEN_MBIT, ms(50)));
     run_rounds(&mut controller, &mut sim, 20);
     // The guard cuts while the queue is above its 12.5 ms target and the window
     // regrows when it is gone: a sawtooth of about six rounds. Judge its mean, which
-    // is about twice the target (27 ms here), half of what stands without the guard.
+    // is about twice the target (28 ms here), half of what stands without the guard.
     let rounds = 24;
     let mut queued = 0;
     let mut smallest = u64::MAX;
@@ -232,7 +226,7 @@ fn a_loss_without_a_queue_is_the_radios_and_keeps_the_window() {
     let t0 = Instant::now();
     let (mut controller, sim) = cruising(t0, policed(TEN_MBIT, ms(50)));
     let window = controller.window();
-    assert_eq!(window, 125_000 + BUDGET, "at its cap of twice the BDP");
+    assert_eq!(window, 125_000, "at its cap of twice the BDP");
     controller.on_congestion_event(sim.now, sim.now - ms(50), false, MDS);
     assert_eq!(controller.window(), window);
     assert_eq!(controller.state(), DelayRateState::Cruise);
