@@ -39,6 +39,8 @@ const COALESCE_BUFFER_BYTES: usize = 2 * VIRTIO_NET_HDR_LEN + 65_535;
 pub struct Tun {
     device: AsyncDevice,
     offload: Option<Offload>,
+    /// The packets of one read, on their way to the core (kept for its capacity).
+    read_packets: Vec<Packet>,
     /// A packet the full TUN could not take yet (without offloads); the core keeps
     /// the ones behind it.
     waiting: Option<Packet>,
@@ -83,14 +85,15 @@ impl Tun {
         let mut read = 0;
         while read < budget {
             let now = Instant::now();
+            let packets = &mut self.read_packets;
             let result = match &mut self.offload {
-                Some(offload) => offload.read(&self.device, engine.pool()),
-                None => read_one(&self.device, engine.pool()),
+                Some(offload) => offload.read(&self.device, engine.pool(), packets),
+                None => read_one(&self.device, engine.pool(), packets),
             };
             match result {
-                Ok(packets) => {
+                Ok(()) => {
                     read += packets.len().max(1);
-                    for packet in packets {
+                    for packet in packets.drain(..) {
                         engine.handle_tun_packet(now, packet, out);
                     }
                 }
@@ -175,13 +178,18 @@ impl Tun {
     }
 }
 
-/// One packet from a TUN without offloads.
-fn read_one(device: &AsyncDevice, pool: &mut BufferPool) -> io::Result<Vec<Packet>> {
+/// One packet from a TUN without offloads, into `packets`.
+fn read_one(
+    device: &AsyncDevice,
+    pool: &mut BufferPool,
+    packets: &mut Vec<Packet>,
+) -> io::Result<()> {
     let mut packet = pool.take();
     match device.try_recv(packet.inner_read_area()) {
         Ok(len) => {
             packet.set_range(HEADROOM, HEADROOM + len);
-            Ok(vec![packet])
+            packets.push(packet);
+            Ok(())
         }
         Err(error) => {
             pool.recycle(packet);
@@ -201,23 +209,30 @@ impl Offload {
         }
     }
 
-    /// One read: a packet, or the segments of a super-packet, in order.
-    fn read(&mut self, device: &AsyncDevice, pool: &mut BufferPool) -> io::Result<Vec<Packet>> {
+    /// One read into `packets`: a packet, or the segments of a super-packet, in order.
+    fn read(
+        &mut self,
+        device: &AsyncDevice,
+        pool: &mut BufferPool,
+        packets: &mut Vec<Packet>,
+    ) -> io::Result<()> {
         while self.spare.len() < SEGMENTS_PER_READ {
             self.spare.push(pool.take());
         }
-        let mut areas: Vec<&mut [u8]> =
-            self.spare.iter_mut().map(Packet::inner_read_area).collect();
+        // The buffers' read areas, on the stack: nothing is allocated per read.
+        let mut areas: [&mut [u8]; SEGMENTS_PER_READ] = std::array::from_fn(|_| &mut [][..]);
+        for (area, packet) in areas.iter_mut().zip(self.spare.iter_mut()) {
+            *area = packet.inner_read_area();
+        }
         let segments =
             device.try_recv_multiple(&mut self.read_buffer, &mut areas, &mut self.sizes, 0)?;
-        drop(areas);
         // The filled buffers are the first `segments` of `spare`.
-        let rest = self.spare.split_off(segments.min(self.spare.len()));
-        let mut packets = std::mem::replace(&mut self.spare, rest);
-        for (packet, &len) in packets.iter_mut().zip(&self.sizes) {
+        let filled = segments.min(self.spare.len());
+        for (mut packet, &len) in self.spare.drain(..filled).zip(&self.sizes) {
             packet.set_range(HEADROOM, HEADROOM + len);
+            packets.push(packet);
         }
-        Ok(packets)
+        Ok(())
     }
 }
 
@@ -234,6 +249,7 @@ pub async fn create(name: &str, addresses: &[IpNet], mtu: u16) -> io::Result<Tun
     Ok(Tun {
         device,
         offload,
+        read_packets: Vec::with_capacity(SEGMENTS_PER_READ),
         waiting: None,
     })
 }
