@@ -182,8 +182,7 @@ async fn run_client(
     let derived = mtu::tun_mtu(link_mtus).unwrap_or(0);
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
     let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
-    tracing::info!(tun = %config.tun.name, mtu = tun_mtu, offload = tun.offload(), "TUN device up");
-    tracing::info!(tun = %config.tun.name, mtu = tun_mtu, paths = config.paths.len(), "client starting");
+    tracing::info!(tun = %config.tun.name, mtu = tun_mtu, offload = tun.offload(), paths = config.paths.len(), "client starting");
 
     let settings = ClientSettings {
         private_key: PrivateKey::from_bytes(config.private_key),
