@@ -23,13 +23,14 @@ MEGABYTES_50 = 50_000_000
 def tunnel():
     with Testbed() as bed:
         client, server, uplinks = direct_topology(bed, 3)
-        # Three equal paths of 200 Mbit/s each way: unshaped, a path's pacing rate and
-        # burst would follow only what it happened to carry, and round-robin (which
-        # skips a path its pacer holds back) would not stripe evenly.
+        # Three equal paths of 50 Mbit/s each way. Unshaped (or fast enough for bursts
+        # of a millisecond to exceed ten datagrams), a path's pacing rate and burst
+        # follow what it happened to carry, and round-robin, which skips a path its
+        # pacer holds back, would not stripe evenly.
         for index, uplink in enumerate(uplinks, start=1):
             for ns, interface in ((client, uplink), (server, f"p{index}")):
-                ns.run("tc", "qdisc", "add", "dev", interface, "root", "tbf", "rate", "200mbit",
-                       "burst", "64kb", "latency", "20ms")
+                ns.run("tc", "qdisc", "add", "dev", interface, "root", "tbf", "rate", "50mbit",
+                       "burst", "32kb", "latency", "20ms")
         pair = DaemonPair(bed, client, server, uplinks)
         pair.start()
         yield pair
