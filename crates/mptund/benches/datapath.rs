@@ -12,14 +12,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mptund::buffers::HEADROOM;
-use mptund::config::IpNet;
 use mptund::crypto::{OpeningKey, SealingKey};
 use mptund::keys::PrivateKey;
-use mptund::session::testing::{path_settings, pool, session_settings};
-use mptund::session::{
-    ClientCore, ClientPathSettings, ClientSettings, Engine, Outgoing, PeerSettings, Received,
-    ServerCore, ServerSettings,
-};
+use mptund::session::testing::{client_settings, pool, server_settings, session_settings};
+use mptund::session::{ClientCore, Engine, Outgoing, Received, ServerCore};
 use mptund::wire::{TAG_LEN, TRANSPORT_HEADER_LEN};
 
 const BATCH: usize = 64;
@@ -91,36 +87,22 @@ impl Pair {
         let client = ClientCore::new(
             now,
             Box::new(|| 1_700_000_000_000_000_000),
-            ClientSettings {
-                private_key: client_key.clone(),
-                server_public_key: server_key.public_key(),
-                paths: vec![ClientPathSettings {
-                    name: "p0".into(),
-                    endpoint: SERVER_ADDR,
-                    backup: false,
-                    probing: path_settings(),
-                }],
-                session: session.clone(),
-                handshake_retry: Duration::from_secs(1),
-                session_timeout: Duration::from_secs(10),
-            },
+            client_settings(
+                client_key.clone(),
+                server_key.public_key(),
+                SERVER_ADDR,
+                1,
+                session.clone(),
+            ),
             pool(MTU),
         );
         let server = ServerCore::new(
-            ServerSettings {
-                private_key: server_key,
-                peers: vec![PeerSettings {
-                    name: "client".into(),
-                    public_key: client_key.public_key(),
-                    allowed_ips: vec![IpNet {
-                        addr: IpAddr::V4(CLIENT_INNER),
-                        prefix_len: 32,
-                    }],
-                }],
+            server_settings(
+                server_key,
+                client_key.public_key(),
+                IpAddr::V4(CLIENT_INNER),
                 session,
-                path: path_settings(),
-                session_idle_timeout: Duration::from_secs(180),
-            },
+            ),
             pool(MTU),
         );
         let mut packet = vec![0u8; MTU];

@@ -423,9 +423,14 @@ impl<E: Engine> EventLoop<E> {
     fn fail_waiting(&mut self, now: Instant, index: usize) {
         let error = io::Error::new(io::ErrorKind::NotConnected, "path socket closed");
         for datagram in self.waiting.take_all(index) {
-            self.engine.on_send_failed(now, datagram.path, &error);
-            self.engine.on_transmitted(datagram);
+            self.fail(now, datagram, &error);
         }
+    }
+
+    /// Tells the core `datagram` could not be sent and gives its buffer back.
+    fn fail(&mut self, now: Instant, datagram: Outgoing, error: &io::Error) {
+        self.engine.on_send_failed(now, datagram.path, error);
+        self.engine.on_transmitted(datagram);
     }
 
     /// A new interface table: paths whose interface went away or down lose their
@@ -702,9 +707,7 @@ impl<E: Engine> EventLoop<E> {
             for datagram in produced.drain(..) {
                 if let Err(datagram) = self.waiting.push(datagram) {
                     let error = io::Error::new(io::ErrorKind::WouldBlock, "socket buffer full");
-                    self.engine
-                        .on_send_failed(Instant::now(), datagram.path, &error);
-                    self.engine.on_transmitted(datagram);
+                    self.fail(Instant::now(), datagram, &error);
                 }
             }
             self.out = produced;
@@ -717,6 +720,9 @@ impl<E: Engine> EventLoop<E> {
                 if !self.send_waiting(index) {
                     closed |= 1 << index;
                 }
+            }
+            if closed == 0 {
+                return;
             }
             let now = Instant::now();
             for index in bits(closed) {
@@ -769,7 +775,6 @@ impl<E: Engine> EventLoop<E> {
                     "path socket is not open",
                 )),
             };
-            let now = Instant::now();
             match result {
                 Ok(()) => {
                     for datagram in self.waiting.take(index, run.count) {
@@ -782,9 +787,10 @@ impl<E: Engine> EventLoop<E> {
                     return true;
                 }
                 Err(error) => {
-                    for datagram in self.waiting.take(index, run.count) {
-                        self.engine.on_send_failed(now, datagram.path, &error);
-                        self.engine.on_transmitted(datagram);
+                    let now = Instant::now();
+                    let failed: Vec<Outgoing> = self.waiting.take(index, run.count).collect();
+                    for datagram in failed {
+                        self.fail(now, datagram, &error);
                     }
                     if is_link_failure(&error)
                         && self.bindings.get(index).is_some_and(Option::is_some)

@@ -2,12 +2,18 @@
 //! targets (`fuzz/`) and the data path benchmark (`benches/datapath.rs`) start from
 //! the same values, so a new setting is filled in once.
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use mptund_sched::ReorderConfig;
 
-use super::{CoDelConfig, PathSettings, SendQueueConfig, SessionSettings};
+use super::{
+    ClientPathSettings, ClientSettings, CoDelConfig, PathSettings, PeerSettings, SendQueueConfig,
+    ServerSettings, SessionSettings,
+};
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
+use crate::config::IpNet;
+use crate::keys::{PrivateKey, PublicKey};
 
 /// Session settings with a fixed reorder hold and the given scheduler and TUN MTU.
 pub fn session_settings(scheduler: &str, hold: Duration, mtu: usize) -> SessionSettings {
@@ -46,6 +52,55 @@ pub fn path_settings() -> PathSettings {
         keepalive_interval: Duration::from_millis(1000),
         probe_interval: Duration::from_millis(250),
         probe_budget_bytes_per_hour: None,
+    }
+}
+
+/// A client with `paths` paths p0, p1, … to the server at `endpoint`.
+pub fn client_settings(
+    private_key: PrivateKey,
+    server_public_key: PublicKey,
+    endpoint: SocketAddr,
+    paths: usize,
+    session: SessionSettings,
+) -> ClientSettings {
+    ClientSettings {
+        private_key,
+        server_public_key,
+        paths: (0..paths)
+            .map(|index| ClientPathSettings {
+                name: format!("p{index}"),
+                endpoint,
+                backup: false,
+                probing: path_settings(),
+            })
+            .collect(),
+        session,
+        handshake_retry: Duration::from_millis(1000),
+        session_timeout: Duration::from_secs(10),
+    }
+}
+
+/// A server with one peer, "client", allowed to send from `client_inner` alone.
+pub fn server_settings(
+    private_key: PrivateKey,
+    client_public_key: PublicKey,
+    client_inner: IpAddr,
+    session: SessionSettings,
+) -> ServerSettings {
+    let prefix_len = if client_inner.is_ipv4() { 32 } else { 128 };
+    ServerSettings {
+        private_key,
+        peers: vec![PeerSettings {
+            name: "client".into(),
+            public_key: client_public_key,
+            allowed_ips: vec![IpNet {
+                addr: client_inner,
+                prefix_len,
+            }],
+        }],
+        session,
+        path: path_settings(),
+        session_idle_timeout: Duration::from_secs(180),
     }
 }
 

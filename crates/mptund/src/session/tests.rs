@@ -107,35 +107,19 @@ impl Net {
         let client_key = PrivateKey::generate();
         let server_key = PrivateKey::generate();
         let client_public = client_key.public_key();
-        let client_settings = ClientSettings {
-            private_key: client_key.clone(),
-            server_public_key: server_key.public_key(),
-            paths: (0..delays_ms.len())
-                .map(|i| ClientPathSettings {
-                    name: format!("p{i}"),
-                    endpoint: SERVER_ADDR,
-                    backup: false,
-                    probing: path_settings(),
-                })
-                .collect(),
-            session: session.clone(),
-            handshake_retry: Duration::from_millis(1000),
-            session_timeout: Duration::from_secs(10),
-        };
-        let server_settings = ServerSettings {
-            private_key: server_key.clone(),
-            peers: vec![PeerSettings {
-                name: "client".into(),
-                public_key: client_public,
-                allowed_ips: vec![IpNet {
-                    addr: IpAddr::V4(CLIENT_INNER),
-                    prefix_len: 32,
-                }],
-            }],
+        let client_settings = super::testing::client_settings(
+            client_key.clone(),
+            server_key.public_key(),
+            SERVER_ADDR,
+            delays_ms.len(),
+            session.clone(),
+        );
+        let server_settings = super::testing::server_settings(
+            server_key.clone(),
+            client_public,
+            IpAddr::V4(CLIENT_INNER),
             session,
-            path: path_settings(),
-            session_idle_timeout: Duration::from_secs(180),
-        };
+        );
         let wall = Arc::new(AtomicU64::new(1_700_000_000_000_000_000));
         let client_wall = wall.clone();
         let wall_clock = Box::new(move || client_wall.load(Ordering::Relaxed));
