@@ -85,7 +85,7 @@ impl World {
                 })
                 .collect(),
             session: session_settings(),
-            handshake_retry: Duration::from_millis(1000),
+            handshake_retry: HANDSHAKE_RETRY,
             session_timeout: Duration::from_secs(10),
         };
         let mut client = ClientCore::new(now, Box::new(|| CLIENT_UNIX_NANOS), settings, pool());

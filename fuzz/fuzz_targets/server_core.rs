@@ -110,7 +110,7 @@ impl World {
                 })
                 .collect(),
             session: session.clone(),
-            handshake_retry: Duration::from_millis(1000),
+            handshake_retry: HANDSHAKE_RETRY,
             session_timeout: Duration::from_secs(10),
         };
         let server_settings = ServerSettings {

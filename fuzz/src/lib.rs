@@ -29,6 +29,11 @@ pub const MAX_ACTIONS: usize = 48;
 pub const MAX_TIMER_ROUNDS: usize = 256;
 /// Datagrams kept per direction for delivery or replay.
 pub const MAX_QUEUED: usize = 64;
+/// How long the client waits before repeating a handshake the server did not answer.
+/// Longer than the daemon's default (1 s): a clock advance of up to a minute then
+/// repeats a few handshakes instead of dozens, each of which costs more than the rest
+/// of an execution.
+pub const HANDSHAKE_RETRY: Duration = Duration::from_secs(5);
 /// Wall clock the client starts from (nanoseconds since the UNIX epoch).
 pub const CLIENT_UNIX_NANOS: u64 = 1_700_000_000_000_000_000;
 

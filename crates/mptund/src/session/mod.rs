@@ -34,6 +34,7 @@ mod server;
 pub mod testing;
 #[cfg(test)]
 mod tests;
+mod timers;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};

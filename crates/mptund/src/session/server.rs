@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::ReceiveContext;
+use super::timers::SessionTimers;
 use super::{
     inner, random_session_id, refuse, Engine, KeyPair, Outgoing, PathSettings, Received, Report,
     Session, SessionReport, SessionSettings,
@@ -114,6 +115,12 @@ pub struct ServerCore {
     /// sessions' own datagrams.
     cookie_replies: Vec<Outgoing>,
     cookie_replies_sent: u64,
+    /// When each session next needs its timers run.
+    timers: SessionTimers,
+    /// Sessions that received datagrams since the last [`Engine::flush_acks`].
+    acks_pending: Vec<SessionId>,
+    /// Scratch for the sessions due at a wake-up.
+    due: Vec<SessionId>,
 }
 
 impl ServerCore {
@@ -156,6 +163,9 @@ impl ServerCore {
             deliver: VecDeque::with_capacity(1024),
             drops: DropCounters::default(),
             sessions_established: 0,
+            timers: SessionTimers::default(),
+            acks_pending: Vec::new(),
+            due: Vec::new(),
         }
     }
 
@@ -341,6 +351,7 @@ impl ServerCore {
                 for key_id in entry.session.keys.local_ids() {
                     self.key_ids.remove(&key_id);
                 }
+                self.timers.cancel(id);
             }
         }
         self.routes = routes_of(&self.peers);
@@ -375,6 +386,7 @@ impl ServerCore {
         self.session_settings = session;
         self.path_settings = path;
         self.session_idle_timeout = session_idle_timeout;
+        self.reschedule_all();
         Ok(())
     }
 
@@ -511,6 +523,7 @@ impl ServerCore {
         self.key_ids.insert(local_id, session_id);
         entry.session.last_received = now;
         tracing::debug!(peer = %self.peers[entry.peer].settings.name, session = session_id.0, keys = local_id.0, from = %received.from, "keys renewed, waiting for the client to use them");
+        self.reschedule(session_id);
         true
     }
 
@@ -574,7 +587,110 @@ impl ServerCore {
                 session,
             },
         );
+        self.reschedule(local_id);
         true
+    }
+
+    /// Opens a transport datagram and hands it to its session. Returns the session it
+    /// reached, whose timers and acknowledgements may have changed.
+    fn handle_transport_datagram(
+        &mut self,
+        now: Instant,
+        received: Received,
+        packet_type: PacketType,
+        mut packet: Packet,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<SessionId> {
+        let wire_len = packet.len();
+        let header = match TransportHeader::parse(packet.bytes()) {
+            Ok(header) => header,
+            Err(error) => {
+                let reason = DropReason::Malformed;
+                refuse(&mut self.pool, &mut self.drops, packet, now, reason, &error);
+                return None;
+            }
+        };
+        let session_id = self.key_ids.get(&header.receiver).copied();
+        let Some(entry) = session_id.and_then(|id| self.sessions.get_mut(&id)) else {
+            refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
+                now,
+                DropReason::UnknownSession,
+                &format_args!("session id {} from {}", header.receiver.0, received.from),
+            );
+            return None;
+        };
+        let session = &mut entry.session;
+        let session_id = session.local_id;
+        let opened = match session.open(now, &header, &mut packet) {
+            Ok(opened) => opened,
+            Err(reason) => {
+                refuse(
+                    &mut self.pool,
+                    &mut self.drops,
+                    packet,
+                    now,
+                    reason,
+                    &format_args!("datagram from {}", received.from),
+                );
+                return None;
+            }
+        };
+        if let Some(retired) = opened.retired {
+            self.key_ids.remove(&retired);
+        }
+        // Only a new session's first datagram looks the session up again.
+        let entry = if self.peers[entry.peer].unconfirmed == Some(session_id) {
+            self.confirm(now, session_id);
+            match self.sessions.get_mut(&session_id) {
+                Some(entry) => entry,
+                None => {
+                    self.pool.recycle(packet);
+                    return None;
+                }
+            }
+        } else {
+            entry
+        };
+        let session = &mut entry.session;
+        // Only now, authenticated and fresh, may the datagram start moving the path
+        // (after a validation).
+        let Some(index) = session.path_for(PathId(header.path_id), Some(&self.path_settings), now)
+        else {
+            self.pool.recycle(packet);
+            self.drops
+                .record(now, DropReason::Malformed, &"too many paths");
+            return Some(session_id);
+        };
+        session.on_authenticated(now, index, &received, wire_len, true);
+        session.on_peer_address(
+            now,
+            index,
+            &received,
+            wire_len,
+            &header,
+            &opened,
+            &mut self.pool,
+            &mut self.drops,
+            out,
+        );
+        let context = ReceiveContext {
+            pool: &mut self.pool,
+            drops: &mut self.drops,
+            deliver: &mut self.deliver,
+            out,
+            allowed_sources: Some(&self.peers[entry.peer].settings.allowed_ips),
+        };
+        session.handle_transport(now, index, packet_type, packet, context);
+        if session.peer_closed && session.closed_at.is_none() {
+            // The client says goodbye on every path; the session lingers so the other
+            // copies are not counted as unknown.
+            session.closed_at = Some(now);
+            tracing::info!(peer = %self.peers[entry.peer].settings.name, session = session.local_id.0, "client closed the session");
+        }
+        Some(session_id)
     }
 
     /// The client sealed a datagram with a new session's keys: the session takes
@@ -610,11 +726,39 @@ impl ServerCore {
             for key_id in entry.session.keys.local_ids() {
                 self.key_ids.remove(&key_id);
             }
+            self.timers.cancel(id);
         }
     }
 
-    fn expiry(&self, session: &Session) -> Instant {
-        Self::expiry_of(session, self.session_idle_timeout)
+    /// Runs the timers again for a session that changed.
+    fn reschedule(&mut self, id: SessionId) {
+        if let Some(entry) = self.sessions.get(&id) {
+            let deadline = Self::deadline_of(&entry.session, self.session_idle_timeout);
+            self.timers.schedule(id, deadline);
+        }
+    }
+
+    fn reschedule_all(&mut self) {
+        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
+        for id in ids {
+            self.reschedule(id);
+        }
+    }
+
+    /// When a session next needs [`Engine::handle_timeout`]: its own timers, or its end.
+    fn deadline_of(session: &Session, idle_timeout: Duration) -> Instant {
+        let expiry = Self::expiry_of(session, idle_timeout);
+        session.poll_timeout().map_or(expiry, |at| at.min(expiry))
+    }
+
+    /// Every session's timer is in force with its current deadline (checked in debug
+    /// builds, the tests and the fuzz targets, where a missed reschedule would
+    /// otherwise show only as a session that stalls).
+    fn timers_agree(&self) -> bool {
+        self.sessions.iter().all(|(id, entry)| {
+            self.timers.scheduled(*id)
+                == Some(Self::deadline_of(&entry.session, self.session_idle_timeout))
+        })
     }
 
     /// A closed session lingers briefly; an open one until it has been idle too long
@@ -699,109 +843,30 @@ impl Engine for ServerCore {
         entry
             .session
             .send_inner(now, packet, &mut self.pool, &mut self.drops, out);
+        let session_id = entry.session.local_id;
+        self.reschedule(session_id);
     }
 
     fn handle_datagram(
         &mut self,
         now: Instant,
         received: Received,
-        mut packet: Packet,
+        packet: Packet,
         out: &mut Vec<Outgoing>,
     ) {
-        let wire_len = packet.len();
         match wire::packet_type(packet.bytes()) {
             Ok(PacketType::HandshakeInit) => self.admit_init(now, received, packet),
             Ok(
                 packet_type @ (PacketType::Data | PacketType::Control | PacketType::DataWithFrames),
             ) => {
-                let header = match TransportHeader::parse(packet.bytes()) {
-                    Ok(header) => header,
-                    Err(error) => {
-                        return refuse(
-                            &mut self.pool,
-                            &mut self.drops,
-                            packet,
-                            now,
-                            DropReason::Malformed,
-                            &error,
-                        );
+                let touched =
+                    self.handle_transport_datagram(now, received, packet_type, packet, out);
+                if let Some(session_id) = touched {
+                    self.reschedule(session_id);
+                    // Consecutive datagrams of a batch mostly share a session.
+                    if self.acks_pending.last() != Some(&session_id) {
+                        self.acks_pending.push(session_id);
                     }
-                };
-                let session_id = self.key_ids.get(&header.receiver).copied();
-                let Some(entry) = session_id.and_then(|id| self.sessions.get_mut(&id)) else {
-                    return refuse(
-                        &mut self.pool,
-                        &mut self.drops,
-                        packet,
-                        now,
-                        DropReason::UnknownSession,
-                        &format_args!("session id {} from {}", header.receiver.0, received.from),
-                    );
-                };
-                let session = &mut entry.session;
-                let session_id = session.local_id;
-                let opened = match session.open(now, &header, &mut packet) {
-                    Ok(opened) => opened,
-                    Err(reason) => {
-                        return refuse(
-                            &mut self.pool,
-                            &mut self.drops,
-                            packet,
-                            now,
-                            reason,
-                            &format_args!("datagram from {}", received.from),
-                        );
-                    }
-                };
-                if let Some(retired) = opened.retired {
-                    self.key_ids.remove(&retired);
-                }
-                // Only a new session's first datagram looks the session up again.
-                let entry = if self.peers[entry.peer].unconfirmed == Some(session_id) {
-                    self.confirm(now, session_id);
-                    match self.sessions.get_mut(&session_id) {
-                        Some(entry) => entry,
-                        None => return self.pool.recycle(packet),
-                    }
-                } else {
-                    entry
-                };
-                let session = &mut entry.session;
-                // Only now, authenticated and fresh, may the datagram start moving
-                // the path (after a validation).
-                let Some(index) =
-                    session.path_for(PathId(header.path_id), Some(&self.path_settings), now)
-                else {
-                    self.pool.recycle(packet);
-                    return self
-                        .drops
-                        .record(now, DropReason::Malformed, &"too many paths");
-                };
-                session.on_authenticated(now, index, &received, wire_len, true);
-                session.on_peer_address(
-                    now,
-                    index,
-                    &received,
-                    wire_len,
-                    &header,
-                    &opened,
-                    &mut self.pool,
-                    &mut self.drops,
-                    out,
-                );
-                let context = ReceiveContext {
-                    pool: &mut self.pool,
-                    drops: &mut self.drops,
-                    deliver: &mut self.deliver,
-                    out,
-                    allowed_sources: Some(&self.peers[entry.peer].settings.allowed_ips),
-                };
-                session.handle_transport(now, index, packet_type, packet, context);
-                if session.peer_closed && session.closed_at.is_none() {
-                    // The client says goodbye on every path; the session lingers so
-                    // the other copies are not counted as unknown.
-                    session.closed_at = Some(now);
-                    tracing::info!(peer = %self.peers[entry.peer].settings.name, session = session.local_id.0, "client closed the session");
                 }
             }
             Ok(PacketType::HandshakeResponse | PacketType::CookieReply) | Err(_) => {
@@ -818,9 +883,14 @@ impl Engine for ServerCore {
     }
 
     fn flush_acks(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
-        for entry in self.sessions.values_mut() {
-            entry.session.send_due_acks(now, false, &mut self.pool, out);
+        let mut pending = std::mem::take(&mut self.acks_pending);
+        for id in pending.drain(..) {
+            if let Some(entry) = self.sessions.get_mut(&id) {
+                entry.session.send_due_acks(now, false, &mut self.pool, out);
+                self.reschedule(id);
+            }
         }
+        self.acks_pending = pending;
         out.append(&mut self.cookie_replies);
     }
 
@@ -839,38 +909,39 @@ impl Engine for ServerCore {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.sessions
-            .values()
-            .flat_map(|entry| {
-                let expiry = self.expiry(&entry.session);
-                entry.session.poll_timeout().into_iter().chain(Some(expiry))
-            })
-            .chain(self.queued_inits.front().map(|queued| queued.arrived))
-            .min()
+        debug_assert!(
+            self.timers_agree(),
+            "a session changed without a reschedule"
+        );
+        let queued_init = self.queued_inits.front().map(|queued| queued.arrived);
+        self.timers.next().into_iter().chain(queued_init).min()
     }
 
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         self.answer_queued_inits(now, out);
-        let mut expired = Vec::new();
-        for (id, entry) in &mut self.sessions {
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.take_due(now, &mut due);
+        for id in due.drain(..) {
+            let Some(entry) = self.sessions.get_mut(&id) else {
+                continue;
+            };
             if now >= Self::expiry_of(&entry.session, self.session_idle_timeout) {
-                expired.push(*id);
-            } else {
-                if let Some(retired) = entry.session.keys.forget_stale(now) {
-                    self.key_ids.remove(&retired);
-                }
-                entry.session.handle_timeout(
-                    now,
-                    &mut self.pool,
-                    &mut self.deliver,
-                    &mut self.drops,
-                    out,
-                );
+                self.remove_session(now, id, "closed or idle");
+                continue;
             }
+            if let Some(retired) = entry.session.keys.forget_stale(now) {
+                self.key_ids.remove(&retired);
+            }
+            entry.session.handle_timeout(
+                now,
+                &mut self.pool,
+                &mut self.deliver,
+                &mut self.drops,
+                out,
+            );
+            self.reschedule(id);
         }
-        for id in expired {
-            self.remove_session(now, id, "closed or idle");
-        }
+        self.due = due;
     }
 
     fn on_send_failed(&mut self, now: Instant, path: PathId, error: &std::io::Error) {
@@ -889,6 +960,7 @@ impl Engine for ServerCore {
         for entry in self.sessions.values_mut() {
             entry.session.close(now, &mut self.pool, out);
         }
+        self.reschedule_all();
     }
 
     fn pool(&mut self) -> &mut BufferPool {

@@ -17,6 +17,7 @@ use crate::keys::PrivateKey;
 
 mod cookies;
 mod keys;
+mod many_sessions;
 mod migration;
 
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
