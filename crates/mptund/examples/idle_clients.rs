@@ -128,7 +128,7 @@ fn settings(
             probe: ProbeConfig {
                 max_datagram_size: (MTU + mptund::wire::DATA_OVERHEAD) as u64,
                 max_ack_delay: Duration::from_millis(5),
-                initial_rtt: Duration::from_millis(333),
+                initial_rtt: mptund_probe::INITIAL_RTT,
             },
         },
         handshake_retry: Duration::from_secs(1),

@@ -13,6 +13,7 @@ mod metrics;
 mod notify;
 mod ops;
 mod reload;
+mod settings;
 mod status;
 mod transmit;
 mod tun;
@@ -27,21 +28,14 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use mptund_sched::{HoldBounds, ReorderConfig, SchedulerParams};
+use mptund_sched::ReorderConfig;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
-use crate::config::{
-    ClientConfig, Config, CongestionConfig, ServerConfig, TunConfig, DEFAULT_SOCKET_BUFFER_BYTES,
-};
-use crate::keys::{PrivateKey, PublicKey};
+use crate::config::{ClientConfig, Config, ServerConfig, TunConfig, DEFAULT_SOCKET_BUFFER_BYTES};
 use crate::mtu;
-use crate::session::{
-    ClientCore, ClientPathSettings, ClientSettings, CoDelConfig, Engine, Outgoing, PathSettings,
-    PeerSettings, Received, SendQueueConfig, ServerCore, ServerSettings, SessionSettings,
-};
+use crate::session::{ClientCore, Engine, Outgoing, Received, ServerCore};
 use hotplug::{LinkTable, LinkWatch};
-use mptund_probe::ProbeConfig;
 use ops::{Ops, OpsReady};
 use transmit::SendQueues;
 use udp::{Binding, PathSocket};
@@ -64,8 +58,6 @@ const SHUTDOWN_SEND_WAIT: Duration = Duration::from_millis(100);
 const SOCKET_RETRY: Duration = Duration::from_secs(2);
 /// Free buffers kept for reuse: a reorder buffer's worth plus a few batches.
 const POOL_SPARE: usize = 512;
-/// RFC 9002 section 6.2.2: the RTT assumed for a path before its first sample.
-const INITIAL_RTT: Duration = Duration::from_millis(333);
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -117,52 +109,6 @@ fn pool_for(tun_mtu: u16, reorder: &ReorderConfig) -> BufferPool {
     BufferPool::new(buffer_len, POOL_SPARE, reorder.capacity + POOL_SPARE)
 }
 
-fn session_settings(
-    scheduler: &crate::config::SchedulerConfig,
-    reorder: &crate::config::ReorderConfig,
-    congestion: &CongestionConfig,
-    timers: &crate::config::Timers,
-    tun_mtu: u16,
-) -> SessionSettings {
-    SessionSettings {
-        scheduler: scheduler.name.clone(),
-        scheduler_params: SchedulerParams {
-            // BLEST's receive window is what the peer's reorder buffer holds.
-            blest_reorder_window_bytes: (reorder.capacity_packets * usize::from(tun_mtu)) as u64,
-            // The peer is configured alike: its longest hold is ours.
-            reorder_window: reorder.max_hold,
-            ..scheduler.params.clone()
-        },
-        duplicate_latency_critical: scheduler.duplicate_latency_critical,
-        reorder: ReorderConfig {
-            max_hold: reorder.max_hold,
-            capacity: reorder.capacity_packets,
-        },
-        adaptive_hold: reorder.adaptive.then_some(HoldBounds {
-            min: reorder.min_hold,
-            max: reorder.max_hold,
-        }),
-        path_timeout: timers.path_timeout,
-        send_queue: SendQueueConfig {
-            capacity_packets: congestion.queue_capacity_packets,
-            max_sojourn: congestion.queue_max_delay,
-            codel: CoDelConfig {
-                target: congestion.queue_target_delay,
-                interval: congestion.queue_interval,
-            },
-        },
-        max_inner_len: usize::from(tun_mtu),
-        congestion_controller: congestion.controller.clone(),
-        key_lifetime: timers.key_lifetime,
-        probe: ProbeConfig {
-            // Windows count UDP payload bytes, as the probe sees them.
-            max_datagram_size: (usize::from(tun_mtu) + crate::wire::DATA_OVERHEAD) as u64,
-            max_ack_delay: timers.max_ack_delay,
-            initial_rtt: INITIAL_RTT,
-        },
-    }
-}
-
 async fn run_client(
     config: ClientConfig,
     whole: &Config,
@@ -184,39 +130,13 @@ async fn run_client(
     let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
     tracing::info!(tun = %config.tun.name, mtu = tun_mtu, offload = tun.offload(), paths = config.paths.len(), "client starting");
 
-    let settings = ClientSettings {
-        private_key: PrivateKey::from_bytes(config.private_key),
-        server_public_key: PublicKey(config.server_public_key),
-        paths: config
-            .paths
-            .iter()
-            .map(|path| ClientPathSettings {
-                name: path.name.clone(),
-                endpoint: path.endpoint,
-                backup: path.backup,
-                probing: PathSettings {
-                    keepalive_interval: path.keepalive_interval,
-                    probe_interval: config.timers.probe_interval,
-                    probe_budget_bytes_per_hour: path.probe_budget_bytes_per_hour,
-                },
-            })
-            .collect(),
-        session: session_settings(
-            &config.scheduler,
-            &config.reorder,
-            &config.congestion,
-            &config.timers,
-            tun_mtu,
-        ),
-        handshake_retry: config.timers.handshake_retry,
-        session_timeout: config.timers.session_timeout,
-    };
+    let settings = settings::client(&config, tun_mtu);
     let pool = pool_for(tun_mtu, &settings.session.reorder);
     let core = ClientCore::new(Instant::now(), Box::new(unix_nanos_now), settings, pool);
     let bindings = config
         .paths
         .iter()
-        .map(|path| Some(reload::binding_of(path)))
+        .map(|path| Some(settings::binding(path)))
         .collect();
     let stats_interval = config.log.stats_interval;
     let interfaces = config
@@ -240,31 +160,7 @@ async fn run_server(
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
     let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
     tracing::info!(tun = %config.tun.name, mtu = tun_mtu, offload = tun.offload(), "TUN device up");
-    let settings = ServerSettings {
-        private_key: PrivateKey::from_bytes(config.private_key),
-        peers: config
-            .peers
-            .iter()
-            .map(|peer| PeerSettings {
-                name: peer.name.clone(),
-                public_key: PublicKey(peer.public_key),
-                allowed_ips: peer.allowed_ips.clone(),
-            })
-            .collect(),
-        session: session_settings(
-            &config.scheduler,
-            &config.reorder,
-            &config.congestion,
-            &config.timers,
-            tun_mtu,
-        ),
-        path: PathSettings {
-            keepalive_interval: config.timers.keepalive_interval,
-            probe_interval: config.timers.probe_interval,
-            probe_budget_bytes_per_hour: None,
-        },
-        session_idle_timeout: config.timers.session_idle_timeout,
-    };
+    let settings = settings::server(&config, tun_mtu);
     let pool = pool_for(tun_mtu, &settings.session.reorder);
     let mut core = ServerCore::new(settings, pool);
     core.set_handshake_limits(config.handshake);

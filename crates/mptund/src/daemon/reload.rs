@@ -27,15 +27,10 @@
 use std::time::Instant;
 
 use super::ops::Ops;
-use super::udp::Binding;
-use super::{interface_mtu, session_settings, EventLoop};
+use super::{interface_mtu, settings, EventLoop};
 use crate::config::{self, ClientConfig, Config, PathConfig, ServerConfig};
-use crate::keys::PublicKey;
 use crate::mtu;
-use crate::session::{
-    ClientCore, ClientPathSettings, Engine, PathSettings, PeerSettings, ReconfigureError,
-    ServerCore, MAX_PATHS,
-};
+use crate::session::{ClientCore, Engine, ReconfigureError, ServerCore, MAX_PATHS};
 
 /// Why a valid new configuration was not applied; nothing of it is in effect.
 #[derive(Debug, thiserror::Error)]
@@ -235,35 +230,62 @@ pub(super) trait ApplyConfig: Engine + Sized {
     ) -> Result<(), ReloadError>;
 }
 
-fn client_path_settings(config: &ClientConfig, path: &PathConfig) -> ClientPathSettings {
-    ClientPathSettings {
-        name: path.name.clone(),
-        endpoint: path.endpoint,
-        backup: path.backup,
-        probing: PathSettings {
-            keepalive_interval: path.keepalive_interval,
-            probe_interval: config.timers.probe_interval,
-            probe_budget_bytes_per_hour: path.probe_budget_bytes_per_hour,
-        },
-    }
-}
-
-pub(super) fn binding_of(path: &PathConfig) -> Binding {
-    Binding {
-        interface: path.interface.clone(),
-        source_address: path.source_address,
-        port: 0,
-        ipv6: path.endpoint.is_ipv6(),
-        buffer_bytes: path.socket_buffer_bytes,
-    }
-}
-
 /// Whether `new` must replace `old` (a new socket) rather than change it in place.
 fn needs_new_socket(old: &PathConfig, new: &PathConfig) -> bool {
     old.interface != new.interface
         || old.source_address != new.source_address
         || old.endpoint != new.endpoint
         || old.socket_buffer_bytes != new.socket_buffer_bytes
+}
+
+/// What a reload does to the client's paths, matched by name: computed from the two
+/// configurations alone, then applied by [`ApplyConfig::apply`].
+#[derive(Debug, PartialEq)]
+struct PathChanges<'a> {
+    /// Running paths to take out: gone from the file, or needing a new socket.
+    removed: Vec<&'a PathConfig>,
+    /// Paths of the new file that need a new socket: new names, or replacements.
+    added: Vec<&'a PathConfig>,
+    /// Paths of the new file that keep their socket and change in place.
+    changed: Vec<&'a PathConfig>,
+}
+
+impl<'a> PathChanges<'a> {
+    fn between(old: &'a ClientConfig, new: &'a ClientConfig) -> Self {
+        let running = |name: &str| old.paths.iter().find(|path| path.name == name);
+        let removed = old
+            .paths
+            .iter()
+            .filter(|path| {
+                new.paths
+                    .iter()
+                    .find(|candidate| candidate.name == path.name)
+                    .is_none_or(|candidate| needs_new_socket(path, candidate))
+            })
+            .collect();
+        let added = new
+            .paths
+            .iter()
+            .filter(|path| running(&path.name).is_none_or(|old| needs_new_socket(old, path)))
+            .collect();
+        // The probe interval is one timer in the file but part of every path's
+        // settings in the core.
+        let probe_interval_changed = old.timers.probe_interval != new.timers.probe_interval;
+        let changed = new
+            .paths
+            .iter()
+            .filter(|path| {
+                running(&path.name).is_some_and(|old| {
+                    !needs_new_socket(old, path) && (old != *path || probe_interval_changed)
+                })
+            })
+            .collect();
+        Self {
+            removed,
+            added,
+            changed,
+        }
+    }
 }
 
 impl ApplyConfig for ClientCore {
@@ -276,38 +298,11 @@ impl ApplyConfig for ClientCore {
         let (Config::Client(old), Config::Client(new)) = (running, new) else {
             unreachable!("apply_reload checked the roles");
         };
-        let removed: Vec<&PathConfig> = old
-            .paths
-            .iter()
-            .filter(|path| {
-                new.paths
-                    .iter()
-                    .find(|candidate| candidate.name == path.name)
-                    .is_none_or(|candidate| needs_new_socket(path, candidate))
-            })
-            .collect();
-        let added: Vec<&PathConfig> = new
-            .paths
-            .iter()
-            .filter(|path| {
-                old.paths
-                    .iter()
-                    .find(|candidate| candidate.name == path.name)
-                    .is_none_or(|candidate| needs_new_socket(candidate, path))
-            })
-            .collect();
-        let changed: Vec<&PathConfig> = new
-            .paths
-            .iter()
-            .filter(|path| {
-                old.paths
-                    .iter()
-                    .find(|candidate| candidate.name == path.name)
-                    .is_some_and(|candidate| {
-                        candidate != *path && !needs_new_socket(candidate, path)
-                    })
-            })
-            .collect();
+        let PathChanges {
+            removed,
+            added,
+            changed,
+        } = PathChanges::between(old, new);
 
         // Everything that can fail is checked before anything changes.
         for path in &added {
@@ -341,13 +336,7 @@ impl ApplyConfig for ClientCore {
                 why: "this session has used every path id the wire allows",
             });
         }
-        let session = session_settings(
-            &new.scheduler,
-            &new.reorder,
-            &new.congestion,
-            &new.timers,
-            event_loop.tun_mtu,
-        );
+        let session = settings::client_session(new, event_loop.tun_mtu);
         event_loop.engine.apply_settings(
             session,
             new.timers.handshake_retry,
@@ -365,17 +354,7 @@ impl ApplyConfig for ClientCore {
         for path in &changed {
             event_loop
                 .engine
-                .reconfigure_path(now, client_path_settings(new, path))?;
-        }
-        // Probe intervals are a session-wide timer but stored per path.
-        if old.timers.probe_interval != new.timers.probe_interval {
-            for path in &new.paths {
-                if !added.iter().any(|a| a.name == path.name) {
-                    event_loop
-                        .engine
-                        .reconfigure_path(now, client_path_settings(new, path))?;
-                }
-            }
+                .reconfigure_path(now, settings::client_path(new, path))?;
         }
         for path in &added {
             let socket = match event_loop.bindings.iter().position(Option::is_none) {
@@ -390,8 +369,8 @@ impl ApplyConfig for ClientCore {
             };
             event_loop
                 .engine
-                .add_path(now, client_path_settings(new, path), socket)?;
-            event_loop.bindings[socket] = Some(binding_of(path));
+                .add_path(now, settings::client_path(new, path), socket)?;
+            event_loop.bindings[socket] = Some(settings::binding(path));
             event_loop.names[socket] = path.name.clone();
             event_loop.open_socket(now, socket, false);
         }
@@ -421,30 +400,12 @@ fn apply_server(
     new: &ServerConfig,
     now: Instant,
 ) -> Result<(), ReloadError> {
-    let session = session_settings(
-        &new.scheduler,
-        &new.reorder,
-        &new.congestion,
-        &new.timers,
-        event_loop.tun_mtu,
-    );
-    let path = PathSettings {
-        keepalive_interval: new.timers.keepalive_interval,
-        probe_interval: new.timers.probe_interval,
-        probe_budget_bytes_per_hour: None,
-    };
+    let session = settings::server_session(new, event_loop.tun_mtu);
+    let path = settings::server_path(new);
     event_loop
         .engine
         .apply_settings(now, session, path, new.timers.session_idle_timeout)?;
-    let peers = new
-        .peers
-        .iter()
-        .map(|peer| PeerSettings {
-            name: peer.name.clone(),
-            public_key: PublicKey(peer.public_key),
-            allowed_ips: peer.allowed_ips.clone(),
-        })
-        .collect();
+    let peers = settings::peers(new);
     event_loop.engine.set_peers(now, peers, &mut event_loop.out);
     event_loop.engine.set_handshake_limits(new.handshake);
     set_stats_interval(event_loop, new.log.stats_interval, now);
@@ -459,5 +420,81 @@ fn set_stats_interval<E: Engine>(
     if event_loop.stats_interval != interval {
         event_loop.stats_interval = interval;
         event_loop.next_stats = interval.map(|interval| now + interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::settings::parse_client;
+
+    const HEAD: &str = r#"
+mode = "client"
+private_key_file = "client.key"
+
+[tun]
+name = "mpt0"
+addresses = ["198.18.100.2/24"]
+
+[server]
+endpoint = "198.18.0.1:51900"
+public_key = "VxR2nRFr92Q2rnS8eT0sMK0ZA8WaxSc4BcfiaYtBDDY="
+"#;
+
+    fn client(tables: &str) -> ClientConfig {
+        parse_client(&format!("{HEAD}{tables}"))
+    }
+
+    fn names(paths: &[&PathConfig]) -> Vec<String> {
+        paths.iter().map(|path| path.name.clone()).collect()
+    }
+
+    const LTE: &str = "[[path]]\nname = \"lte\"\ninterface = \"wwan0\"\n";
+    const WIFI: &str = "[[path]]\nname = \"wifi\"\ninterface = \"wlan0\"\n";
+
+    #[test]
+    fn the_same_file_changes_nothing() {
+        let old = client(&format!("{LTE}{WIFI}"));
+        let changes = PathChanges::between(&old, &old);
+        assert!(changes.removed.is_empty() && changes.added.is_empty());
+        assert!(changes.changed.is_empty());
+    }
+
+    #[test]
+    fn paths_are_matched_by_name_not_position() {
+        let old = client(&format!("{LTE}{WIFI}"));
+        let new = client(&format!("{WIFI}{LTE}"));
+        assert_eq!(
+            PathChanges::between(&old, &new),
+            PathChanges {
+                removed: vec![],
+                added: vec![],
+                changed: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn a_new_interface_replaces_the_path_and_a_new_keepalive_changes_it_in_place() {
+        let old = client(&format!("{LTE}{WIFI}"));
+        let new = client(&format!(
+            "{}{WIFI}keepalive_interval_ms = 5000\n[[path]]\nname = \"5g\"\ninterface = \"wwan1\"\n",
+            LTE.replace("wwan0", "wwan2")
+        ));
+        let changes = PathChanges::between(&old, &new);
+        assert_eq!(names(&changes.removed), ["lte"]);
+        assert_eq!(names(&changes.added), ["lte", "5g"]);
+        assert_eq!(names(&changes.changed), ["wifi"]);
+        assert_eq!(changes.added[0].interface.as_deref(), Some("wwan2"));
+    }
+
+    #[test]
+    fn a_removed_path_goes_and_a_new_probe_interval_reaches_every_kept_path() {
+        let old = client(&format!("{LTE}{WIFI}"));
+        let new = client(&format!("[timers]\nprobe_interval_ms = 500\n{LTE}"));
+        let changes = PathChanges::between(&old, &new);
+        assert_eq!(names(&changes.removed), ["wifi"]);
+        assert!(changes.added.is_empty());
+        assert_eq!(names(&changes.changed), ["lte"]);
     }
 }

@@ -82,9 +82,6 @@ pub struct SessionPath {
     pub validations_succeeded: u64,
 }
 
-/// RFC 9002 section 6.2.2: the RTT assumed before the first sample.
-const INITIAL_RTT: Duration = Duration::from_millis(333);
-
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
     let datagram = session.probe.max_datagram_size;
     #[allow(
@@ -438,7 +435,11 @@ impl SessionPath {
 
     /// When the pacer lets a packet of `len` bytes go, if not now.
     fn pacing_delay(&mut self, now: Instant, len: usize) -> Option<Instant> {
-        let srtt = self.probe.rtt.smoothed().unwrap_or(INITIAL_RTT);
+        let srtt = self
+            .probe
+            .rtt
+            .smoothed()
+            .unwrap_or(mptund_probe::INITIAL_RTT);
         let rate = self.probe.controller().pacing_rate();
         let window = self.probe.window();
         self.pacer.delay(now, len as u64, window, srtt, rate)
@@ -447,7 +448,11 @@ impl SessionPath {
     /// The rate the pacer currently sends at, in bytes per second (the
     /// controller's pacing rate, else the window spread over the smoothed RTT).
     pub fn pacing_rate(&self) -> Option<u64> {
-        let srtt = self.probe.rtt.smoothed().unwrap_or(INITIAL_RTT);
+        let srtt = self
+            .probe
+            .rtt
+            .smoothed()
+            .unwrap_or(mptund_probe::INITIAL_RTT);
         Pacer::rate(
             self.probe.window(),
             srtt,

@@ -41,7 +41,7 @@ pub fn session_settings(scheduler: &str, hold: Duration, mtu: usize) -> SessionS
         probe: mptund_probe::ProbeConfig {
             max_datagram_size: (mtu + crate::wire::DATA_OVERHEAD) as u64,
             max_ack_delay: Duration::from_millis(5),
-            initial_rtt: Duration::from_millis(333),
+            initial_rtt: mptund_probe::INITIAL_RTT,
         },
     }
 }

@@ -205,7 +205,11 @@ fn silent_sessions_expire_on_time_while_another_carries_traffic() {
     step(&mut hub, IDLE_TIMEOUT - Duration::from_millis(500));
     assert_eq!(hub.server.session_count(), CLIENTS, "expired early");
     step(&mut hub, IDLE_TIMEOUT + Duration::from_secs(2));
-    assert_eq!(hub.server.session_count(), 1, "silent sessions outlived their timeout");
+    assert_eq!(
+        hub.server.session_count(),
+        1,
+        "silent sessions outlived their timeout"
+    );
 
     let report = hub.server.report(hub.now);
     assert_eq!(report.sessions[0].peer, "client0");
