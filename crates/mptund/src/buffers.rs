@@ -143,6 +143,19 @@ impl BufferPool {
         Some(packet)
     }
 
+    /// A copy of `packet` at the same place in a buffer of its own, so the headroom in
+    /// front of it stays free for sealing; `None` when it does not fit.
+    pub fn take_copy_of(&mut self, packet: &Packet) -> Option<Packet> {
+        let (start, end) = (packet.start, packet.end);
+        if end > self.buffer_len {
+            return None;
+        }
+        let mut copy = self.take();
+        copy.buf[start..end].copy_from_slice(packet.bytes());
+        copy.set_range(start, end);
+        Some(copy)
+    }
+
     pub fn recycle(&mut self, packet: Packet) {
         if self.free.len() < self.max_free {
             self.free.push(packet.buf);

@@ -246,9 +246,6 @@ pub struct SessionKeys {
     pub send: SealingKey,
     /// Opens what this side receives.
     pub recv: OpeningKey,
-    /// Opens what this side itself sealed: a datagram lost on one path is opened
-    /// again and re-sealed, under a fresh nonce, for another path (reinjection).
-    pub resend: OpeningKey,
 }
 
 impl SessionKeys {
@@ -257,7 +254,6 @@ impl SessionKeys {
         Self {
             send: SealingKey::new(send),
             recv: OpeningKey::new(recv),
-            resend: OpeningKey::new(send),
         }
     }
 }

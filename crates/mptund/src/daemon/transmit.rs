@@ -160,7 +160,6 @@ mod tests {
             destination: SocketAddr::from(([198, 18, 0, 1], port)),
             source_ip: None,
             path: PathId(0),
-            keep_as: None,
         }
     }
 

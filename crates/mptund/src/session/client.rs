@@ -419,7 +419,6 @@ impl ClientCore {
                     destination: remote,
                     source_ip: None,
                     path: path_id,
-                    keep_as: None,
                     packet,
                 });
                 self.handshake = Some(Handshaking {
@@ -744,13 +743,6 @@ impl Engine for ClientCore {
     fn flush_acks(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         if let Some(session) = &mut self.session {
             session.send_due_acks(now, false, &mut self.pool, out);
-        }
-    }
-
-    fn on_transmitted(&mut self, outgoing: Outgoing) {
-        match &mut self.session {
-            Some(session) => session.on_transmitted(outgoing, &mut self.pool),
-            None => self.pool.recycle(outgoing.packet),
         }
     }
 

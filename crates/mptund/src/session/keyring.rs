@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use crate::counters::DropReason;
-use crate::crypto::{KeyLifetime, OpeningKey, SealingKey, SessionKeys};
+use crate::crypto::{KeyLifetime, SealingKey, SessionKeys};
 use crate::replay::ReplayWindow;
 use crate::wire::{PacketType, SessionId, TransportHeader, TRANSPORT_HEADER_LEN};
 
@@ -150,16 +150,6 @@ impl KeyRing {
         let mut bytes = [0u8; TRANSPORT_HEADER_LEN];
         header.emit(&mut bytes);
         (bytes, counter, &self.current.keys.send)
-    }
-
-    /// The key that opens what this side sealed for the peer's receiver id `peer`,
-    /// so a lost datagram can be sealed again for another path.
-    pub fn resend_key(&self, peer: SessionId) -> Option<&OpeningKey> {
-        [Some(&self.current), self.previous.as_ref()]
-            .into_iter()
-            .flatten()
-            .find(|keys| keys.peer_id == peer)
-            .map(|keys| &keys.keys.resend)
     }
 
     /// Authenticates and decrypts `sealed` (the datagram after its header) in place
@@ -406,18 +396,5 @@ mod tests {
                 .unwrap_err(),
             DropReason::Replayed
         );
-    }
-
-    #[test]
-    fn resend_keys_are_found_by_the_peer_id_a_datagram_was_sealed_for() {
-        let start = Instant::now();
-        let (client_keys, _) = pair(start, 1, 2, 10);
-        let mut client = KeyRing::new(client_keys, lifetime());
-        assert!(client.resend_key(SessionId(2)).is_some());
-        let (client_next, _) = pair(start, 3, 4, 20);
-        client.rotate(client_next);
-        assert!(client.resend_key(SessionId(2)).is_some());
-        assert!(client.resend_key(SessionId(4)).is_some());
-        assert!(client.resend_key(SessionId(9)).is_none());
     }
 }

@@ -70,17 +70,6 @@ pub struct Outgoing {
     /// Source address to send from (the server answers from the address it was reached at).
     pub source_ip: Option<IpAddr>,
     pub path: PathId,
-    /// Set on data datagrams, which the core keeps after sending to re-send them
-    /// elsewhere if their path loses them.
-    pub keep_as: Option<KeepAs>,
-}
-
-/// Which session keeps a sent data datagram, under which path packet number.
-#[derive(Clone, Copy, Debug)]
-pub struct KeepAs {
-    /// The keeping session's own (local) id.
-    pub session: SessionId,
-    pub packet_number: u32,
 }
 
 /// Where a datagram came from.
@@ -107,9 +96,11 @@ pub trait Engine {
     /// Called once after a batch of reads: acknowledgements that could not ride on
     /// reverse traffic go out now, in one datagram.
     fn flush_acks(&mut self, now: Instant, out: &mut Vec<Outgoing>);
-    /// A datagram from `out` has been handed to the socket: the core keeps data
-    /// datagrams until they are acknowledged (to re-send them if their path fails).
-    fn on_transmitted(&mut self, outgoing: Outgoing);
+    /// A datagram from `out` has been handed to the socket (or failed): its buffer goes
+    /// back to the pool. What a lost datagram carried the core kept in the clear.
+    fn on_transmitted(&mut self, outgoing: Outgoing) {
+        self.pool().recycle(outgoing.packet);
+    }
     /// The next inner packet to write to the TUN.
     fn poll_tun_packet(&mut self) -> Option<Packet>;
     /// When [`Engine::handle_timeout`] wants to run next.
@@ -168,7 +159,7 @@ pub struct SessionSettings {
 
 /// The transport state of an established session.
 pub struct Session {
-    /// The session's name in logs, reports and [`KeepAs`]: the receiver id of its
+    /// The session's name in logs and reports: the receiver id of its
     /// first keys, which stays when renewed keys bring their own.
     pub local_id: SessionId,
     keys: keyring::KeyRing,
@@ -183,7 +174,7 @@ pub struct Session {
     /// Scratch for packets a probe declared lost.
     lost: Vec<LostPacket>,
     /// Scratch for copies of a suspect path's packets.
-    copies: Vec<Packet>,
+    copies: Vec<(SeqNo, Packet)>,
     /// Runs of sequence numbers lost with no path to re-send them on, for the peer.
     given_up: Vec<(SeqNo, u16)>,
     send_queue: queue::SendQueue,

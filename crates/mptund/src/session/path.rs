@@ -15,7 +15,7 @@ use mptund_probe::{
     build_controller, AckTracker, AnyController, Controller, Liveness, LostPacket, Pacer,
     PathCounters, PathProbe, PathStats,
 };
-use mptund_sched::{PathId, PathState, PathView};
+use mptund_sched::{PathId, PathState, PathView, SeqNo};
 
 use super::budget::ProbeBudget;
 use super::migration::{NewestCounter, Validation};
@@ -33,11 +33,13 @@ pub struct PathSettings {
     pub probe_budget_bytes_per_hour: Option<u64>,
 }
 
-/// A sealed data datagram kept until its path acknowledges it, so that it can be
-/// re-sent on another path if this one loses it.
+/// A data datagram's inner packet, kept in the clear until its path acknowledges
+/// it, so that it can be sealed again for another path if this one loses it.
 #[derive(Debug)]
 struct Kept {
     packet_number: u32,
+    seq: SeqNo,
+    /// The inner packet where a TUN read puts it, with the headroom for sealing.
     packet: Packet,
     /// A copy already went out on another path (the path was suspect).
     copied: bool,
@@ -262,18 +264,23 @@ impl SessionPath {
         }
     }
 
-    /// Keeps a sent data datagram until it is acknowledged or lost.
-    pub fn keep(&mut self, packet_number: u32, packet: Packet) {
+    /// Keeps a sent data datagram's inner packet until it is acknowledged or lost.
+    pub fn keep(&mut self, packet_number: u32, seq: SeqNo, packet: Packet) {
         self.kept.push_back(Kept {
             packet_number,
+            seq,
             packet,
             copied: false,
         });
     }
 
-    /// Takes the kept datagram with this packet number (declared lost), unless a copy
-    /// of it already went out elsewhere (then it is only recycled).
-    pub fn take_kept(&mut self, packet_number: u32, pool: &mut BufferPool) -> Option<Packet> {
+    /// Takes the kept inner packet with this packet number (declared lost), unless a
+    /// copy of it already went out elsewhere (then it is only recycled).
+    pub fn take_kept(
+        &mut self,
+        packet_number: u32,
+        pool: &mut BufferPool,
+    ) -> Option<(SeqNo, Packet)> {
         let index = self
             .kept
             .iter()
@@ -283,16 +290,16 @@ impl SessionPath {
             pool.recycle(kept.packet);
             return None;
         }
-        Some(kept.packet)
+        Some((kept.seq, kept.packet))
     }
 
-    /// Copies of the kept datagrams not copied yet, each copied once: a suspect path's
-    /// packets go out elsewhere while the originals stay in flight here.
-    pub fn copy_uncopied(&mut self, pool: &mut BufferPool, copies: &mut Vec<Packet>) {
+    /// Copies of the kept inner packets not copied yet, each copied once: a suspect
+    /// path's packets go out elsewhere while the originals stay in flight here.
+    pub fn copy_uncopied(&mut self, pool: &mut BufferPool, copies: &mut Vec<(SeqNo, Packet)>) {
         for kept in self.kept.iter_mut().filter(|kept| !kept.copied) {
-            if let Some(copy) = pool.take_copy(kept.packet.bytes()) {
+            if let Some(copy) = pool.take_copy_of(&kept.packet) {
                 kept.copied = true;
-                copies.push(copy);
+                copies.push((kept.seq, copy));
             }
         }
     }

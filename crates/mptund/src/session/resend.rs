@@ -15,11 +15,9 @@ use mptund_sched::{PathId, SeqNo};
 
 use super::send::{Placement, Route};
 use super::{Outgoing, Session};
-use crate::buffers::{BufferPool, Packet, HEADROOM};
+use crate::buffers::{BufferPool, Packet};
 use crate::counters::{DropCounters, DropReason};
-use crate::wire::{
-    self, DataMeta, Frame, PacketType, TransportHeader, DATA_META_LEN, TRANSPORT_HEADER_LEN,
-};
+use crate::wire::{self, Frame};
 
 /// Runs of given-up sequence numbers remembered until the next control datagram;
 /// a control datagram holds about 150 GaveUp frames.
@@ -75,10 +73,10 @@ impl Session {
             let Some(seq) = packet.seq else {
                 continue;
             };
-            let Some(kept) = self.paths[index].take_kept(packet.pn, pool) else {
+            let Some((_, inner)) = self.paths[index].take_kept(packet.pn, pool) else {
                 continue;
             };
-            if !self.reinject(now, index, kept, urgency, pool, out) {
+            if !self.reinject(now, index, SeqNo(seq), inner, urgency, pool, out) {
                 drops.record(
                     now,
                     DropReason::NoUsablePath,
@@ -155,9 +153,9 @@ impl Session {
     ) {
         let mut copies = std::mem::take(&mut self.copies);
         self.paths[index].copy_uncopied(pool, &mut copies);
-        for copy in copies.drain(..) {
+        for (seq, copy) in copies.drain(..) {
             // A copy that finds no path is no loss: the original is still in flight.
-            self.reinject(now, index, copy, Resend::Urgent, pool, out);
+            self.reinject(now, index, seq, copy, Resend::Urgent, pool, out);
         }
         self.copies = copies;
     }
@@ -177,76 +175,27 @@ impl Session {
         self.paths[index].recycle_in_flight(pool);
     }
 
-    /// Opens a datagram this side sealed for path `from`, and sends its inner packet
-    /// again under the same sequence number on another path, or queues it for the
-    /// next free window ([`Resend::InTurn`]); false when it can go nowhere (the packet
-    /// is recycled).
+    /// Sends an inner packet that path `from` carried again, sealed anew under the same
+    /// sequence number on another path, or queues it for the next free window
+    /// ([`Resend::InTurn`]); false when it can go nowhere (the packet is recycled).
+    #[allow(clippy::too_many_arguments)]
     fn reinject(
         &mut self,
         now: Instant,
         from: usize,
-        mut sealed: Packet,
+        seq: SeqNo,
+        inner: Packet,
         urgency: Resend,
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) -> bool {
-        let Ok(header) = TransportHeader::parse(sealed.bytes()) else {
-            pool.recycle(sealed);
-            return false;
-        };
-        let start = sealed.start();
-        let end = start + sealed.len();
-        let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
-        header_bytes.copy_from_slice(&sealed.bytes()[..TRANSPORT_HEADER_LEN]);
-        // Sealed under keys since renewed and forgotten, it cannot be opened again.
-        let Some(key) = self.keys.resend_key(header.receiver) else {
-            pool.recycle(sealed);
-            return false;
-        };
-        let plaintext_len = match key.open_in_place(
-            &header_bytes,
-            header.counter,
-            &mut sealed.buffer_mut()[start + TRANSPORT_HEADER_LEN..end],
-        ) {
-            Ok(plaintext) => plaintext.len(),
-            Err(_) => {
-                pool.recycle(sealed);
-                return false;
-            }
-        };
-        let plaintext_start = start + TRANSPORT_HEADER_LEN;
-        let plaintext = &sealed.buffer_mut()[plaintext_start..plaintext_start + plaintext_len];
-        let Ok(meta) = DataMeta::parse(plaintext) else {
-            pool.recycle(sealed);
-            return false;
-        };
-        let inner = match header.packet_type {
-            PacketType::DataWithFrames => {
-                match wire::split_piggybacked(&plaintext[DATA_META_LEN..]) {
-                    Ok((_, inner)) => inner.len(),
-                    Err(_) => {
-                        pool.recycle(sealed);
-                        return false;
-                    }
-                }
-            }
-            _ => plaintext_len - DATA_META_LEN,
-        };
-        // The inner packet ends where the plaintext ends; move it back to HEADROOM so it
-        // is sealed again like any packet from the TUN.
-        let inner_end = plaintext_start + plaintext_len;
-        sealed
-            .buffer_mut()
-            .copy_within(inner_end - inner..inner_end, HEADROOM);
-        sealed.set_range(HEADROOM, HEADROOM + inner);
         self.paths[from].reinjected_away += 1;
         let urgent = urgency == Resend::Urgent;
         // A path that died or went quiet is avoided; one that lost a packet to the
         // radio or to congestion may still be the one that delivers it first.
         let avoid = urgent.then_some(self.paths[from].id);
         let route = Route::Again { avoid, urgent };
-        let seq = SeqNo(meta.seq);
-        match self.place(now, sealed, seq, route, pool, out) {
+        match self.place(now, inner, seq, route, pool, out) {
             Placement::Sent => {
                 self.counters.reinjected += 1;
                 true

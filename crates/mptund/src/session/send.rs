@@ -16,8 +16,8 @@ use mptund_sched::{
 };
 
 use super::classify::classify;
-use super::{KeepAs, Outgoing, Session};
-use crate::buffers::{BufferPool, Packet, HEADROOM, MAX_PIGGYBACK};
+use super::{Outgoing, Session};
+use crate::buffers::{BufferPool, Packet, MAX_PIGGYBACK};
 use crate::counters::DropCounters;
 use crate::wire::{
     self, ControlMeta, DataMeta, Frame, PacketType, CONTROL_META_LEN, DATA_META_LEN,
@@ -145,7 +145,7 @@ impl Session {
         match pick {
             Pick::One(id) => match self.path_index(id) {
                 Some(index) => {
-                    let outgoing = self.seal_data(now, index, seq, packet);
+                    let outgoing = self.seal_data(now, index, seq, packet, pool);
                     self.scheduler.on_sent(now, id, outgoing.packet.len());
                     out.push(outgoing);
                     Placement::Sent
@@ -168,17 +168,12 @@ impl Session {
                     let copy = if Some(id) == last {
                         original.take()
                     } else {
-                        original.as_ref().map(|source| {
-                            let mut copy = pool.take();
-                            let bytes = source.bytes();
-                            copy.buffer_mut()[HEADROOM..HEADROOM + bytes.len()]
-                                .copy_from_slice(bytes);
-                            copy.set_range(HEADROOM, HEADROOM + bytes.len());
-                            copy
-                        })
+                        original
+                            .as_ref()
+                            .and_then(|source| pool.take_copy_of(source))
                     };
                     if let Some(copy) = copy {
-                        let outgoing = self.seal_data(now, index, seq, copy);
+                        let outgoing = self.seal_data(now, index, seq, copy, pool);
                         self.scheduler.on_sent(now, id, outgoing.packet.len());
                         out.push(outgoing);
                         copies_sent += 1;
@@ -223,13 +218,17 @@ impl Session {
 
     /// Seals the inner packet in `packet` (at HEADROOM) for path `index` in place,
     /// piggybacking acknowledgements in the headroom when the path MTU leaves room.
+    /// The path keeps a copy of the inner packet in the clear until it is
+    /// acknowledged: a loss is sealed again from it, never decrypted back.
     fn seal_data(
         &mut self,
         now: Instant,
         index: usize,
         seq: SeqNo,
         mut packet: Packet,
+        pool: &mut BufferPool,
     ) -> Outgoing {
+        let kept = pool.take_copy_of(&packet);
         let inner_start = packet.start();
         let inner_end = inner_start + packet.len();
         let room = MAX_PIGGYBACK.min(
@@ -279,6 +278,9 @@ impl Session {
         let backlog = !self.send_queue.packets.is_empty();
         let path = &mut self.paths[index];
         path.on_sent(now, packet_number, packet.len(), Some(seq.0), true, backlog);
+        if let Some(kept) = kept {
+            path.keep(packet_number, seq, kept);
+        }
         #[allow(
             clippy::expect_used,
             reason = "a path without an address is down to the scheduler (SessionPath::scheduler_state)"
@@ -290,10 +292,6 @@ impl Session {
                 .expect("only paths with an address are scheduled"),
             source_ip: path.local_ip,
             path: path.id,
-            keep_as: Some(KeepAs {
-                session: self.local_id,
-                packet_number,
-            }),
             packet,
         }
     }
@@ -347,7 +345,6 @@ impl Session {
             destination,
             source_ip: path.local_ip,
             path: path_id,
-            keep_as: None,
             packet,
         })
     }
@@ -448,16 +445,6 @@ impl Session {
                     wire::write_frame(buf, &Frame::Close).unwrap_or(0)
                 }));
             }
-        }
-    }
-
-    /// Takes back a sent datagram: data is kept until acknowledged, the rest recycled.
-    pub fn on_transmitted(&mut self, outgoing: Outgoing, pool: &mut BufferPool) {
-        match (outgoing.keep_as, self.path_index(outgoing.path)) {
-            (Some(keep_as), Some(index)) => {
-                self.paths[index].keep(keep_as.packet_number, outgoing.packet)
-            }
-            _ => pool.recycle(outgoing.packet),
         }
     }
 }

@@ -292,7 +292,6 @@ impl ServerCore {
             destination: received.from,
             source_ip: received.local_ip,
             path: PathId(init.path_id()),
-            keep_as: None,
             packet: reply,
         });
     }
@@ -500,7 +499,6 @@ impl ServerCore {
             destination: received.from,
             source_ip: received.local_ip,
             path: path_id,
-            keep_as: None,
             packet: response,
         });
     }
@@ -892,16 +890,6 @@ impl Engine for ServerCore {
         }
         self.acks_pending = pending;
         out.append(&mut self.cookie_replies);
-    }
-
-    fn on_transmitted(&mut self, outgoing: Outgoing) {
-        let session = outgoing
-            .keep_as
-            .and_then(|keep_as| self.sessions.get_mut(&keep_as.session));
-        match session {
-            Some(entry) => entry.session.on_transmitted(outgoing, &mut self.pool),
-            None => self.pool.recycle(outgoing.packet),
-        }
     }
 
     fn poll_tun_packet(&mut self) -> Option<Packet> {
