@@ -133,10 +133,10 @@ async fn run_client(
     let settings = settings::client(&config, tun_mtu);
     let pool = pool_for(tun_mtu, &settings.session.reorder);
     let core = ClientCore::new(Instant::now(), Box::new(unix_nanos_now), settings, pool);
-    let bindings = config
+    let slots = config
         .paths
         .iter()
-        .map(|path| Some(settings::binding(path)))
+        .map(|path| Slot::new(path.name.clone(), Some(settings::binding(path))))
         .collect();
     let stats_interval = config.log.stats_interval;
     let interfaces = config
@@ -145,8 +145,7 @@ async fn run_client(
         .filter_map(|path| Some((path.name.clone(), path.interface.clone()?)))
         .collect();
     let ops = Ops::start(whole, interfaces)?;
-    let names = config.paths.iter().map(|path| path.name.clone()).collect();
-    EventLoop::new(core, tun, tun_mtu, bindings, names, stats_interval, options)
+    EventLoop::new(core, tun, tun_mtu, slots, stats_interval, options)
         .run(ops)
         .await
 }
@@ -171,20 +170,20 @@ async fn run_server(
         ipv6: config.listen.is_ipv6(),
         buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
     };
-    let mut event_loop = EventLoop::new(
-        core,
-        tun,
-        tun_mtu,
-        vec![None],
-        vec!["listen".into()],
-        config.log.stats_interval,
-        options,
-    );
     // The server's one socket must open: without it there is nothing to serve.
     let socket =
         PathSocket::open(&binding).with_context(|| format!("listening on {}", config.listen))?;
     tracing::info!(listen = %config.listen, tun = %config.tun.name, mtu = tun_mtu, peers = config.peers.len(), "server listening");
-    event_loop.sockets[0] = Some(socket);
+    let mut listen = Slot::new("listen".into(), None);
+    listen.socket = Some(socket);
+    let event_loop = EventLoop::new(
+        core,
+        tun,
+        tun_mtu,
+        vec![listen],
+        config.log.stats_interval,
+        options,
+    );
     let ops = Ops::start(whole, Default::default())?;
     event_loop.run(ops).await
 }
@@ -205,18 +204,36 @@ struct Ready {
     links: Option<LinkTable>,
 }
 
+/// One socket of the loop (a client path's, or the server's listening socket) with
+/// what it takes to reopen it. The core knows it only by its slot index.
+struct Slot {
+    /// The path (or role), for log lines.
+    name: String,
+    /// How to reopen the socket; `None` for the server's, which is never reopened.
+    binding: Option<Binding>,
+    socket: Option<PathSocket>,
+    /// The addresses its interface had when the socket was opened, while the
+    /// interface table is known (hotplug); a change reopens the socket.
+    opened_with: Option<Vec<IpAddr>>,
+}
+
+impl Slot {
+    fn new(name: String, binding: Option<Binding>) -> Self {
+        Self {
+            name,
+            binding,
+            socket: None,
+            opened_with: None,
+        }
+    }
+}
+
 struct EventLoop<E: Engine> {
     engine: E,
     tun: tun::Tun,
-    sockets: Vec<Option<PathSocket>>,
-    /// How to reopen each socket; `None` for sockets that are never reopened (the
-    /// server's) and for free slots (a path removed by a reload).
-    bindings: Vec<Option<Binding>>,
-    /// The path (or role) of each socket, for log lines.
-    names: Vec<String>,
-    /// Per socket: the addresses its interface had when it was opened, while the
-    /// interface table is known (hotplug); a change reopens the socket.
-    opened_with: Vec<Option<Vec<IpAddr>>>,
+    /// The sockets, by the slot index the core knows them by; `None` is a free slot
+    /// (a path removed by a reload).
+    slots: Vec<Option<Slot>>,
     /// The newest interface table; `None` without netlink (then sockets are simply
     /// retried).
     links: Option<LinkTable>,
@@ -232,23 +249,18 @@ struct EventLoop<E: Engine> {
 }
 
 impl<E: Engine> EventLoop<E> {
-    #[allow(clippy::too_many_arguments)]
     fn new(
         engine: E,
         tun: tun::Tun,
         tun_mtu: u16,
-        bindings: Vec<Option<Binding>>,
-        names: Vec<String>,
+        slots: Vec<Slot>,
         stats_interval: Option<Duration>,
         options: RunOptions,
     ) -> Self {
         Self {
             engine,
             tun,
-            sockets: bindings.iter().map(|_| None).collect(),
-            opened_with: bindings.iter().map(|_| None).collect(),
-            bindings,
-            names,
+            slots: slots.into_iter().map(Some).collect(),
             links: None,
             tun_mtu,
             out: Vec::with_capacity(TUN_BATCH * 2),
@@ -260,12 +272,31 @@ impl<E: Engine> EventLoop<E> {
         }
     }
 
+    fn slot(&self, index: usize) -> Option<&Slot> {
+        self.slots.get(index)?.as_ref()
+    }
+
+    fn socket(&self, index: usize) -> Option<&PathSocket> {
+        self.slot(index)?.socket.as_ref()
+    }
+
+    /// Forgets slot `index`'s socket (closed by the caller's choice or gone).
+    fn drop_socket(&mut self, index: usize) {
+        if let Some(Some(slot)) = self.slots.get_mut(index) {
+            slot.socket = None;
+            slot.opened_with = None;
+        }
+    }
+
     /// Opens the sockets that are closed and have a binding; a path whose interface is
     /// missing (or, with hotplug, down or without an address) stays down and is
     /// retried later.
     fn open_missing_sockets(&mut self, now: Instant) {
-        for index in 0..self.bindings.len() {
-            if self.bindings[index].is_some() && self.sockets[index].is_none() {
+        for index in 0..self.slots.len() {
+            if self
+                .slot(index)
+                .is_some_and(|slot| slot.binding.is_some() && slot.socket.is_none())
+            {
                 self.open_socket(now, index, false);
             }
         }
@@ -274,10 +305,12 @@ impl<E: Engine> EventLoop<E> {
     /// Opens socket `index` if its interface allows; true when it is open. `quiet`
     /// leaves a failure unlogged (the interface table says why).
     fn open_socket(&mut self, now: Instant, index: usize, quiet: bool) -> bool {
-        let Some(binding) = &self.bindings[index] else {
+        let Some(Some(slot)) = self.slots.get_mut(index) else {
             return false;
         };
-        let name = &self.names[index];
+        let Some(binding) = &slot.binding else {
+            return false;
+        };
         let addresses = match &self.links {
             Some(table) => match hotplug::usable_addresses(binding, table) {
                 Some(addresses) => Some(addresses),
@@ -285,30 +318,28 @@ impl<E: Engine> EventLoop<E> {
             },
             None => None,
         };
-        match PathSocket::open(binding) {
+        let open = match PathSocket::open(binding) {
             Ok(socket) => {
-                tracing::info!(path = %name, local = ?socket.local_addr().ok(), interface = ?binding.interface, "path socket open");
-                self.sockets[index] = Some(socket);
-                self.opened_with[index] = addresses;
-                self.engine.set_socket_open(now, index, true, &mut self.out);
+                tracing::info!(path = %slot.name, local = ?socket.local_addr().ok(), interface = ?binding.interface, "path socket open");
+                slot.socket = Some(socket);
+                slot.opened_with = addresses;
                 true
             }
             Err(error) => {
                 if !quiet {
-                    tracing::warn!(path = %name, interface = ?binding.interface, %error, "path socket unavailable, retrying in {}s", SOCKET_RETRY.as_secs());
+                    tracing::warn!(path = %slot.name, interface = ?binding.interface, %error, "path socket unavailable, retrying in {}s", SOCKET_RETRY.as_secs());
                 }
-                self.engine
-                    .set_socket_open(now, index, false, &mut self.out);
                 false
             }
-        }
+        };
+        self.engine.set_socket_open(now, index, open, &mut self.out);
+        open
     }
 
     /// Closes socket `index`: its path goes down at once and its in-flight packets
     /// move to the other paths.
     fn close_socket(&mut self, now: Instant, index: usize) {
-        self.sockets[index] = None;
-        self.opened_with[index] = None;
+        self.drop_socket(index);
         self.fail_waiting(now, index);
         self.engine
             .set_socket_open(now, index, false, &mut self.out);
@@ -336,15 +367,18 @@ impl<E: Engine> EventLoop<E> {
         self.links = Some(table);
         let Some(table) = &self.links else { return };
         let mut changes = Vec::new();
-        for (index, binding) in self.bindings.iter().enumerate() {
-            let Some(binding) = binding else { continue };
+        for (index, slot) in self.slots.iter().enumerate() {
+            let Some(slot) = slot else { continue };
+            let Some(binding) = &slot.binding else {
+                continue;
+            };
             let usable = hotplug::usable_addresses(binding, table);
-            let open = self.sockets[index].is_some();
-            match (&usable, open) {
+            match (&usable, slot.socket.is_some()) {
                 (None, true) => changes.push((index, LinkChange::Lost)),
                 (Some(_), false) => changes.push((index, LinkChange::Back)),
                 (Some(addresses), true)
-                    if self.opened_with[index]
+                    if slot
+                        .opened_with
                         .as_ref()
                         .is_some_and(|before| before != addresses) =>
                 {
@@ -354,8 +388,12 @@ impl<E: Engine> EventLoop<E> {
             }
         }
         for (index, change) in changes {
-            let name = self.names[index].clone();
-            let interface = self.bindings[index]
+            let Some(slot) = self.slot(index) else {
+                continue;
+            };
+            let name = slot.name.clone();
+            let interface = slot
+                .binding
                 .as_ref()
                 .and_then(|binding| binding.interface.clone());
             match change {
@@ -385,7 +423,12 @@ impl<E: Engine> EventLoop<E> {
         let mut sigint =
             signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
         // Only client paths bind to interfaces; the server needs no hotplug.
-        let mut links = if self.bindings.iter().any(Option::is_some) {
+        let mut links = if self
+            .slots
+            .iter()
+            .flatten()
+            .any(|slot| slot.binding.is_some())
+        {
             LinkWatch::start()
         } else {
             None
@@ -465,7 +508,7 @@ impl<E: Engine> EventLoop<E> {
             if ready.tun {
                 self.read_tun()?;
             }
-            for index in 0..self.sockets.len() {
+            for index in 0..self.slots.len() {
                 if ready.sockets & (1 << index) != 0 {
                     self.read_socket(index);
                 }
@@ -496,8 +539,8 @@ impl<E: Engine> EventLoop<E> {
                 }
                 Poll::Pending => {}
             }
-            for (index, socket) in self.sockets.iter().enumerate() {
-                if let Some(socket) = socket {
+            for (index, slot) in self.slots.iter().enumerate() {
+                if let Some(socket) = slot.as_ref().and_then(|slot| slot.socket.as_ref()) {
                     // An error here resurfaces on the receive call, which handles it.
                     if socket.poll_recv_ready(cx).is_ready() {
                         ready.sockets |= 1 << index;
@@ -507,9 +550,7 @@ impl<E: Engine> EventLoop<E> {
             for index in self.waiting.blocked() {
                 // A closed socket is "writable": its datagrams fail at once.
                 let writable = self
-                    .sockets
-                    .get(index)
-                    .and_then(Option::as_ref)
+                    .socket(index)
                     .is_none_or(|socket| socket.poll_send_ready(cx).is_ready());
                 if writable {
                     ready.writable_sockets |= 1 << index;
@@ -552,12 +593,13 @@ impl<E: Engine> EventLoop<E> {
     /// shorter than they are).
     fn read_socket(&mut self, index: usize) {
         let Self {
-            engine,
-            sockets,
-            out,
-            ..
+            engine, slots, out, ..
         } = self;
-        let Some(socket) = sockets[index].as_mut() else {
+        let Some(socket) = slots
+            .get_mut(index)
+            .and_then(Option::as_mut)
+            .and_then(|slot| slot.socket.as_mut())
+        else {
             return;
         };
         for _ in 0..SOCKET_BATCHES_PER_WAKE {
@@ -642,7 +684,12 @@ impl<E: Engine> EventLoop<E> {
     /// closed (its interface went away).
     fn send_waiting(&mut self, index: usize) -> bool {
         loop {
-            let socket = self.sockets.get(index).and_then(Option::as_ref);
+            // Field by field: the GSO buffer is written while the socket is borrowed.
+            let socket = self
+                .slots
+                .get(index)
+                .and_then(Option::as_ref)
+                .and_then(|slot| slot.socket.as_ref());
             let max_segments = socket.map_or(1, PathSocket::max_gso_segments);
             let Some(run) = self.waiting.head_run(index, max_segments) else {
                 return true;
@@ -688,13 +735,12 @@ impl<E: Engine> EventLoop<E> {
                     for datagram in failed {
                         self.fail(now, datagram, &error);
                     }
-                    if is_link_failure(&error)
-                        && self.bindings.get(index).is_some_and(Option::is_some)
-                        && self.sockets.get(index).is_some_and(Option::is_some)
-                    {
-                        tracing::warn!(path = %self.names[index], %error, "path interface down or gone, closing its socket");
-                        self.sockets[index] = None;
-                        self.opened_with[index] = None;
+                    let reopenable = self
+                        .slot(index)
+                        .filter(|slot| slot.binding.is_some() && slot.socket.is_some());
+                    if let Some(slot) = reopenable.filter(|_| is_link_failure(&error)) {
+                        tracing::warn!(path = %slot.name, %error, "path interface down or gone, closing its socket");
+                        self.drop_socket(index);
                         self.fail_waiting(now, index);
                         return false;
                     }
@@ -713,7 +759,7 @@ impl<E: Engine> EventLoop<E> {
             let Some(index) = self.waiting.blocked().next() else {
                 break;
             };
-            if let Some(socket) = self.sockets.get(index).and_then(Option::as_ref) {
+            if let Some(socket) = self.socket(index) {
                 if tokio::time::timeout_at(deadline, socket.writable())
                     .await
                     .is_err()

@@ -27,7 +27,7 @@
 use std::time::Instant;
 
 use super::ops::Ops;
-use super::{interface_mtu, settings, EventLoop};
+use super::{interface_mtu, settings, EventLoop, Slot};
 use crate::config::{self, ClientConfig, Config, PathConfig, ServerConfig};
 use crate::mtu;
 use crate::session::{ClientCore, Engine, ReconfigureError, ServerCore, MAX_PATHS};
@@ -321,9 +321,13 @@ impl ApplyConfig for ClientCore {
                 }
             }
         }
-        let free_slots = event_loop.bindings.iter().filter(|b| b.is_none()).count()
+        let free_slots = event_loop
+            .slots
+            .iter()
+            .filter(|slot| slot.is_none())
+            .count()
             + removed.len()
-            + MAX_PATHS.saturating_sub(event_loop.bindings.len());
+            + MAX_PATHS.saturating_sub(event_loop.slots.len());
         if added.len() > free_slots {
             return Err(ReloadError::RestartNeeded {
                 field: "path".into(),
@@ -346,10 +350,10 @@ impl ApplyConfig for ClientCore {
         let mut out = std::mem::take(&mut event_loop.out);
         for path in &removed {
             let socket = event_loop.engine.remove_path(now, &path.name, &mut out)?;
-            event_loop.sockets[socket] = None;
+            if let Some(slot) = event_loop.slots.get_mut(socket) {
+                *slot = None;
+            }
             event_loop.fail_waiting(now, socket);
-            event_loop.bindings[socket] = None;
-            event_loop.opened_with[socket] = None;
         }
         for path in &changed {
             event_loop
@@ -357,21 +361,18 @@ impl ApplyConfig for ClientCore {
                 .reconfigure_path(now, settings::client_path(new, path))?;
         }
         for path in &added {
-            let socket = match event_loop.bindings.iter().position(Option::is_none) {
+            let socket = match event_loop.slots.iter().position(Option::is_none) {
                 Some(free) => free,
                 None => {
-                    event_loop.bindings.push(None);
-                    event_loop.sockets.push(None);
-                    event_loop.names.push(String::new());
-                    event_loop.opened_with.push(None);
-                    event_loop.bindings.len() - 1
+                    event_loop.slots.push(None);
+                    event_loop.slots.len() - 1
                 }
             };
             event_loop
                 .engine
                 .add_path(now, settings::client_path(new, path), socket)?;
-            event_loop.bindings[socket] = Some(settings::binding(path));
-            event_loop.names[socket] = path.name.clone();
+            event_loop.slots[socket] =
+                Some(Slot::new(path.name.clone(), Some(settings::binding(path))));
             event_loop.open_socket(now, socket, false);
         }
         out.append(&mut event_loop.out);
