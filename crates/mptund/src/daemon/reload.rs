@@ -427,23 +427,10 @@ fn set_stats_interval<E: Engine>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::settings::parse_client;
-
-    const HEAD: &str = r#"
-mode = "client"
-private_key_file = "client.key"
-
-[tun]
-name = "mpt0"
-addresses = ["198.18.100.2/24"]
-
-[server]
-endpoint = "198.18.0.1:51900"
-public_key = "VxR2nRFr92Q2rnS8eT0sMK0ZA8WaxSc4BcfiaYtBDDY="
-"#;
+    use crate::daemon::settings::{parse_client, CLIENT_HEAD};
 
     fn client(tables: &str) -> ClientConfig {
-        parse_client(&format!("{HEAD}{tables}"))
+        parse_client(&format!("{CLIENT_HEAD}{tables}"))
     }
 
     fn names(paths: &[&PathConfig]) -> Vec<String> {

@@ -153,6 +153,21 @@ fn session(
     }
 }
 
+/// The top of a client configuration file for tests: paths and other tables follow.
+#[cfg(test)]
+pub(super) const CLIENT_HEAD: &str = r#"
+mode = "client"
+private_key_file = "client.key"
+
+[tun]
+name = "mpt0"
+addresses = ["198.18.100.2/24"]
+
+[server]
+endpoint = "198.18.0.1:51900"
+public_key = "VxR2nRFr92Q2rnS8eT0sMK0ZA8WaxSc4BcfiaYtBDDY="
+"#;
+
 /// A client configuration from `text`, as the daemon would load it (with a key file).
 #[cfg(test)]
 pub(super) fn parse_client(text: &str) -> ClientConfig {
@@ -185,18 +200,7 @@ mod tests {
 
     use super::*;
 
-    const CLIENT: &str = r#"
-mode = "client"
-private_key_file = "client.key"
-
-[tun]
-name = "mpt0"
-addresses = ["198.18.100.2/24"]
-
-[server]
-endpoint = "198.18.0.1:51900"
-public_key = "VxR2nRFr92Q2rnS8eT0sMK0ZA8WaxSc4BcfiaYtBDDY="
-
+    const TABLES: &str = r#"
 [timers]
 probe_interval_ms = 300
 
@@ -213,7 +217,7 @@ probe_budget_bytes_per_hour = 1000000
 
     #[test]
     fn a_client_file_becomes_the_settings_its_fields_name() {
-        let config = parse_client(CLIENT);
+        let config = parse_client(&format!("{CLIENT_HEAD}{TABLES}"));
         let settings = client(&config, 1400);
         let path = &settings.paths[0];
         assert_eq!(path.name, "lte");
