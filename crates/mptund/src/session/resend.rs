@@ -73,10 +73,10 @@ impl Session {
             let Some(seq) = packet.seq else {
                 continue;
             };
-            let Some((_, inner)) = self.paths[index].take_kept(packet.pn, pool) else {
+            let Some(kept) = self.paths[index].take_kept(packet.pn, pool) else {
                 continue;
             };
-            if !self.reinject(now, index, SeqNo(seq), inner, urgency, pool, out) {
+            if !self.reinject(now, index, kept, urgency, pool, out) {
                 drops.record(
                     now,
                     DropReason::NoUsablePath,
@@ -153,9 +153,9 @@ impl Session {
     ) {
         let mut copies = std::mem::take(&mut self.copies);
         self.paths[index].copy_uncopied(pool, &mut copies);
-        for (seq, copy) in copies.drain(..) {
+        for copy in copies.drain(..) {
             // A copy that finds no path is no loss: the original is still in flight.
-            self.reinject(now, index, seq, copy, Resend::Urgent, pool, out);
+            self.reinject(now, index, copy, Resend::Urgent, pool, out);
         }
         self.copies = copies;
     }
@@ -175,16 +175,15 @@ impl Session {
         self.paths[index].recycle_in_flight(pool);
     }
 
-    /// Sends an inner packet that path `from` carried again, sealed anew under the same
-    /// sequence number on another path, or queues it for the next free window
-    /// ([`Resend::InTurn`]); false when it can go nowhere (the packet is recycled).
-    #[allow(clippy::too_many_arguments)]
+    /// Sends an inner packet that path `from` carried (with its sequence number) again,
+    /// sealed anew under the same sequence number on another path, or queues it for
+    /// the next free window ([`Resend::InTurn`]); false when it can go nowhere (the
+    /// packet is recycled).
     fn reinject(
         &mut self,
         now: Instant,
         from: usize,
-        seq: SeqNo,
-        inner: Packet,
+        (seq, inner): (SeqNo, Packet),
         urgency: Resend,
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
