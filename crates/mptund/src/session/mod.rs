@@ -8,9 +8,13 @@
 //! the receiver's reorder buffer. [`ClientCore`] and [`ServerCore`] wrap it with the
 //! role-specific parts: handshakes, path sockets, peers and routing.
 //!
-//! The session's work is split by direction: `send` schedules inner packets, paces
-//! them, queues them when every path is full and re-sends what a path lost; `receive`
-//! opens datagrams, acknowledges them and reorders inner packets.
+//! The session's state is split by owner: a `Sender` (sequence numbers, scheduler,
+//! send and re-send queues), a `Receiver` (reorder buffer and its hold), the paths
+//! (each with its probe, congestion control, pacer, acknowledgements and the packets
+//! it carries), and the keys (with their replay windows). Its work is split by
+//! direction: `send` schedules inner packets, paces them, queues them when every path
+//! is full and re-sends what a path lost; `receive` opens datagrams, acknowledges them
+//! and reorders inner packets.
 
 // Peers and paths are indexed by positions this module found (by key, id or
 // socket), never by a wire value; every wire value is checked by its view.
@@ -163,22 +167,9 @@ pub struct Session {
     /// first keys, which stays when renewed keys bring their own.
     pub local_id: SessionId,
     keys: keyring::KeyRing,
-    next_seq: SeqNo,
-    reorder: ReorderBuffer<Packet>,
-    /// Sets the reorder buffer's hold from the paths' delays, when configured.
-    adaptive_hold: Option<AdaptiveHold>,
-    scheduler: AnyScheduler,
+    sender: Sender,
+    receiver: Receiver,
     pub paths: Vec<SessionPath>,
-    /// Scratch for the scheduler's view of the paths, reused for every packet.
-    views: Vec<PathView>,
-    /// Scratch for packets a probe declared lost.
-    lost: Vec<LostPacket>,
-    /// Scratch for copies of a suspect path's packets.
-    copies: Vec<(SeqNo, Packet)>,
-    /// Runs of sequence numbers lost with no path to re-send them on, for the peer.
-    given_up: Vec<(SeqNo, u16)>,
-    send_queue: queue::SendQueue,
-    resend_queue: resend::ResendQueue,
     epoch: Instant,
     pub established: Instant,
     pub last_received: Instant,
@@ -191,6 +182,34 @@ pub struct Session {
     /// When the server saw the peer's goodbye.
     pub closed_at: Option<Instant>,
     pub counters: SessionCounters,
+}
+
+/// What the session sends: sequence numbers, the scheduler that stripes them over
+/// the paths, the packets waiting for a window and the re-sends.
+struct Sender {
+    next_seq: SeqNo,
+    scheduler: AnyScheduler,
+    /// Inner packets waiting because every path was full.
+    send_queue: queue::SendQueue,
+    /// Lost packets waiting for a window, first in line.
+    resend_queue: resend::ResendQueue,
+    /// Runs of sequence numbers lost with no path to re-send them on, for the peer.
+    given_up: Vec<(SeqNo, u16)>,
+    /// Scratch for the scheduler's view of the paths, reused for every packet.
+    views: Vec<PathView>,
+    /// Scratch for packets a probe declared lost.
+    lost: Vec<LostPacket>,
+    /// Scratch for copies of a suspect path's packets.
+    copies: Vec<(SeqNo, Packet)>,
+}
+
+/// What the session receives: the reorder buffer that hands inner packets to the TUN
+/// in order, and the hold it waits for a gap (the replay windows are the keys', the
+/// acknowledgements the paths').
+struct Receiver {
+    reorder: ReorderBuffer<Packet>,
+    /// Sets the reorder buffer's hold from the paths' delays, when configured.
+    adaptive_hold: Option<AdaptiveHold>,
 }
 
 /// Session-wide counters beyond the per-path ones.
@@ -227,16 +246,20 @@ impl Session {
         Self {
             local_id: keys.local_id,
             keys: keyring::KeyRing::new(keys, settings.key_lifetime),
-            next_seq: SeqNo(0),
-            reorder: ReorderBuffer::new(settings.reorder, SeqNo(0)),
-            adaptive_hold: settings.adaptive_hold.map(AdaptiveHold::new),
-            scheduler,
-            views: Vec::with_capacity(paths.len().max(8)),
-            lost: Vec::new(),
-            copies: Vec::new(),
-            given_up: Vec::with_capacity(resend::MAX_GIVEN_UP_RUNS),
-            send_queue: queue::SendQueue::new(settings.send_queue),
-            resend_queue: resend::ResendQueue::new(),
+            sender: Sender {
+                next_seq: SeqNo(0),
+                scheduler,
+                send_queue: queue::SendQueue::new(settings.send_queue),
+                resend_queue: resend::ResendQueue::new(),
+                given_up: Vec::with_capacity(resend::MAX_GIVEN_UP_RUNS),
+                views: Vec::with_capacity(paths.len().max(8)),
+                lost: Vec::new(),
+                copies: Vec::new(),
+            },
+            receiver: Receiver {
+                reorder: ReorderBuffer::new(settings.reorder, SeqNo(0)),
+                adaptive_hold: settings.adaptive_hold.map(AdaptiveHold::new),
+            },
             paths,
             epoch: now,
             established: now,
@@ -289,7 +312,7 @@ impl Session {
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut earliest = self.reorder.poll_timeout();
+        let mut earliest = self.receiver.reorder.poll_timeout();
         let mut consider = |at: Option<Instant>| {
             if let Some(at) = at {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
@@ -311,9 +334,9 @@ impl Session {
     pub fn deadlines(&self) -> String {
         let mut text = format!(
             "reorder={:?} queue={:?}/{}",
-            self.reorder.poll_timeout(),
+            self.receiver.reorder.poll_timeout(),
             self.send_queue_deadline(),
-            self.send_queue.len()
+            self.sender.send_queue.len()
         );
         for path in &self.paths {
             text += &format!(
@@ -343,8 +366,8 @@ impl Session {
         self.drain_releasable(now, deliver);
         for index in 0..self.paths.len() {
             let session = self.local_id.0;
-            self.lost.clear();
-            let entered = self.paths[index].handle_timeout(now, &mut self.lost, session);
+            self.sender.lost.clear();
+            let entered = self.paths[index].handle_timeout(now, &mut self.sender.lost, session);
             self.reinject_lost(now, index, resend::Resend::InTurn, pool, drops, out);
             match entered {
                 Some(Liveness::Suspect) => self.reinject_copies(now, index, pool, out),
@@ -371,7 +394,7 @@ impl Session {
     }
 
     pub fn reorder_stats(&self) -> mptund_sched::ReorderStats {
-        self.reorder.stats()
+        self.receiver.reorder.stats()
     }
 
     pub fn max_inner_len(&self) -> usize {
@@ -383,26 +406,26 @@ impl Session {
     }
 
     pub fn send_queue_depth(&self) -> usize {
-        self.send_queue.len()
+        self.sender.send_queue.len()
     }
 
     /// The reorder buffer's hold in force.
     pub fn reorder_hold(&self) -> Duration {
-        self.reorder.max_hold()
+        self.receiver.reorder.max_hold()
     }
 
     pub fn reorder_len(&self) -> usize {
-        self.reorder.len()
+        self.receiver.reorder.len()
     }
 
     /// Returns every buffer the session holds to the pool when it ends.
     fn recycle_buffers(&mut self, now: Instant, pool: &mut BufferPool) {
         let far_future = now + Duration::from_secs(3600);
-        while let Some(packet) = self.reorder.poll_release(far_future) {
+        while let Some(packet) = self.receiver.reorder.poll_release(far_future) {
             pool.recycle(packet);
         }
-        self.send_queue.recycle_all(pool);
-        self.resend_queue.recycle_all(pool);
+        self.sender.send_queue.recycle_all(pool);
+        self.sender.resend_queue.recycle_all(pool);
         for path in &mut self.paths {
             path.recycle_in_flight(pool);
         }

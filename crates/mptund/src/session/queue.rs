@@ -91,7 +91,7 @@ impl Session {
         pool: &mut BufferPool,
         drops: &mut DropCounters,
     ) {
-        if self.send_queue.packets.len() >= self.send_queue.config.capacity_packets {
+        if self.sender.send_queue.packets.len() >= self.sender.send_queue.config.capacity_packets {
             pool.recycle(packet);
             return drops.record(
                 now,
@@ -100,7 +100,7 @@ impl Session {
             );
         }
         self.counters.queued += 1;
-        self.send_queue.push_back(now, packet);
+        self.sender.send_queue.push_back(now, packet);
     }
 
     /// Sends queued packets while paths have room; drops those that waited too long.
@@ -114,10 +114,10 @@ impl Session {
         if !self.drain_resend_queue(now, pool, drops, out) {
             return;
         }
-        while let Some((queued_at, _)) = self.send_queue.packets.front() {
+        while let Some((queued_at, _)) = self.sender.send_queue.packets.front() {
             let sojourn = now.saturating_duration_since(*queued_at);
-            let queued = self.send_queue.packets.len();
-            let config = self.send_queue.config;
+            let queued = self.sender.send_queue.packets.len();
+            let config = self.sender.send_queue.config;
             let over_limit = sojourn >= config.max_sojourn;
             // While a path is still in slow start with its window full, the queue is
             // its ramp-up, not the tunnel's capacity: a drop now would make the inner
@@ -128,6 +128,7 @@ impl Session {
                 .iter()
                 .any(|path| path.still_growing(now, path_timeout));
             let codel = self
+                .sender
                 .send_queue
                 .codel
                 .get_or_insert_with(|| CoDel::new(config.codel, now));
@@ -135,7 +136,7 @@ impl Session {
                 codel.forget_standing_queue();
             }
             if over_limit || (!ramping_up && codel.should_drop(now, sojourn, queued)) {
-                if let Some((_, packet)) = self.send_queue.pop_front() {
+                if let Some((_, packet)) = self.sender.send_queue.pop_front() {
                     pool.recycle(packet);
                 }
                 let (reason, detail) = if over_limit {
@@ -152,20 +153,20 @@ impl Session {
                 drops.record(now, reason, &detail);
                 continue;
             }
-            let Some((queued_at, packet)) = self.send_queue.pop_front() else {
+            let Some((queued_at, packet)) = self.sender.send_queue.pop_front() else {
                 break;
             };
-            let seq = self.next_seq;
+            let seq = self.sender.next_seq;
             match self.place(now, packet, seq, Route::New, pool, out) {
-                Placement::Sent => self.next_seq = seq.next(),
+                Placement::Sent => self.sender.next_seq = seq.next(),
                 Placement::Held(packet) => {
-                    self.send_queue.push_front(queued_at, packet);
+                    self.sender.send_queue.push_front(queued_at, packet);
                     break;
                 }
             }
         }
-        if self.send_queue.packets.is_empty() {
-            if let Some(codel) = &mut self.send_queue.codel {
+        if self.sender.send_queue.packets.is_empty() {
+            if let Some(codel) = &mut self.sender.send_queue.codel {
                 codel.forget_standing_queue();
             }
         }
@@ -182,7 +183,7 @@ impl Session {
         out: &mut Vec<Outgoing>,
     ) -> bool {
         let useful_for = self.settings.reorder.max_hold;
-        while let Some((queued_at, seq, packet)) = self.resend_queue.packets.pop_front() {
+        while let Some((queued_at, seq, packet)) = self.sender.resend_queue.packets.pop_front() {
             if now.saturating_duration_since(queued_at) >= useful_for {
                 pool.recycle(packet);
                 drops.record(
@@ -200,7 +201,8 @@ impl Session {
             match self.place(now, packet, seq, route, pool, out) {
                 Placement::Sent => self.counters.reinjected += 1,
                 Placement::Held(packet) => {
-                    self.resend_queue
+                    self.sender
+                        .resend_queue
                         .packets
                         .push_front((queued_at, seq, packet));
                     break;
@@ -208,22 +210,24 @@ impl Session {
             }
         }
         self.send_given_up(now, pool, out);
-        self.resend_queue.packets.is_empty()
+        self.sender.resend_queue.packets.is_empty()
     }
 
     /// When the head of the send queue must be looked at again: when a pacer lets
     /// it go, or when it has waited too long.
     pub(super) fn send_queue_deadline(&self) -> Option<Instant> {
         let resend_expiry = self
+            .sender
             .resend_queue
             .packets
             .front()
             .map(|(queued_at, _, _)| *queued_at + self.settings.reorder.max_hold);
         let send_expiry = self
+            .sender
             .send_queue
             .packets
             .front()
-            .map(|(queued_at, _)| *queued_at + self.send_queue.config.max_sojourn);
+            .map(|(queued_at, _)| *queued_at + self.sender.send_queue.config.max_sojourn);
         let expiry = match (resend_expiry, send_expiry) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b)?,

@@ -206,7 +206,11 @@ impl Session {
         }
         plaintext.set_range(inner_start, inner_start + header.total_len);
         self.paths[index].counters.received_data_packets += 1;
-        if let Err(rejected) = self.reorder.insert(now, SeqNo(meta.seq), plaintext) {
+        if let Err(rejected) = self
+            .receiver
+            .reorder
+            .insert(now, SeqNo(meta.seq), plaintext)
+        {
             let reason = match rejected.reason {
                 RejectReason::Duplicate => DropReason::Duplicate,
                 RejectReason::TooOld => DropReason::TooOld,
@@ -221,10 +225,10 @@ impl Session {
                 &format_args!("inner packet seq {}", meta.seq),
             );
         }
-        if let Some(wait) = self.reorder.take_needed_wait() {
-            if let Some(hold) = &mut self.adaptive_hold {
+        if let Some(wait) = self.receiver.reorder.take_needed_wait() {
+            if let Some(hold) = &mut self.receiver.adaptive_hold {
                 hold.on_needed_wait(now, wait);
-                self.reorder.set_max_hold(hold.target(now));
+                self.receiver.reorder.set_max_hold(hold.target(now));
             }
         }
         self.drain_releasable(now, deliver);
@@ -302,9 +306,9 @@ impl Session {
                 ),
                 Ok(Frame::GaveUp { first_seq, count }) => {
                     // Beyond one window the buffer ignores them anyway.
-                    let count = u32::from(count).min(self.reorder.capacity() as u32);
+                    let count = u32::from(count).min(self.receiver.reorder.capacity() as u32);
                     for offset in 0..count {
-                        self.reorder.give_up(SeqNo(first_seq).add(offset));
+                        self.receiver.reorder.give_up(SeqNo(first_seq).add(offset));
                     }
                 }
                 Ok(Frame::PathChallenge { token }) => {
@@ -353,11 +357,11 @@ impl Session {
             ack_delay: Duration::from_micros(u64::from(ack_delay_us)),
             largest_owd_raw_us,
         };
-        self.lost.clear();
+        self.sender.lost.clear();
         let session = self.local_id.0;
         let result = self.paths[index]
             .probe
-            .on_ack(now, &summary, &mut self.lost);
+            .on_ack(now, &summary, &mut self.sender.lost);
         if let Some((from, to)) = result.liveness_change {
             self.paths[index].log_transition(from, to, session);
         }
@@ -372,16 +376,16 @@ impl Session {
     /// offset, which cancels between paths). Keepalives count too: a path that carries
     /// no data now may get the next packet, and its delay decides how late that is.
     fn sample_one_way_delay(&mut self, now: Instant, index: usize, local_us: u32, tx_time_us: u32) {
-        if let Some(hold) = &mut self.adaptive_hold {
+        if let Some(hold) = &mut self.receiver.adaptive_hold {
             hold.on_arrival(now, self.paths[index].id, local_us.wrapping_sub(tx_time_us));
             hold.set_repair_time(repair_time(&self.paths));
-            self.reorder.set_max_hold(hold.target(now));
+            self.receiver.reorder.set_max_hold(hold.target(now));
         }
     }
 
     /// Moves every packet the reorder buffer releases now to `deliver`.
     pub(super) fn drain_releasable(&mut self, now: Instant, deliver: &mut VecDeque<Packet>) {
-        while let Some(packet) = self.reorder.poll_release(now) {
+        while let Some(packet) = self.receiver.reorder.poll_release(now) {
             deliver.push_back(packet);
         }
     }

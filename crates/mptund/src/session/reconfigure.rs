@@ -26,13 +26,13 @@ impl Session {
     /// Replaces the scheduler; packets already sent stay where they are, the next
     /// packet is placed by the new one.
     pub fn set_scheduler(&mut self, scheduler: AnyScheduler) {
-        self.scheduler = scheduler;
+        self.sender.scheduler = scheduler;
     }
 
     /// The name of the scheduler in force.
     pub fn scheduler_name(&self) -> &'static str {
         use mptund_sched::Scheduler as _;
-        self.scheduler.name()
+        self.sender.scheduler.name()
     }
 
     /// Adds a path (its id must be new to this session); returns its index.
@@ -61,7 +61,7 @@ impl Session {
         self.paths[index].socket_open = false;
         self.reinject_everything_in_flight(now, index, pool, drops, out);
         let path = self.paths.remove(index);
-        if let Some(hold) = &mut self.adaptive_hold {
+        if let Some(hold) = &mut self.receiver.adaptive_hold {
             hold.forget(path.id);
         }
         tracing::info!(session = self.local_id.0, path = %path.name, id = path.id.0, "path removed");
@@ -91,17 +91,23 @@ impl Session {
             self.set_scheduler(scheduler);
         }
         self.keys.set_lifetime(settings.key_lifetime);
-        match (settings.adaptive_hold, &mut self.adaptive_hold) {
+        match (settings.adaptive_hold, &mut self.receiver.adaptive_hold) {
             (Some(bounds), Some(hold)) => hold.set_bounds(bounds),
-            (Some(bounds), None) => self.adaptive_hold = Some(AdaptiveHold::new(bounds)),
+            (Some(bounds), None) => self.receiver.adaptive_hold = Some(AdaptiveHold::new(bounds)),
             (None, _) => {
-                self.adaptive_hold = None;
-                self.reorder.set_max_hold(settings.reorder.max_hold);
+                self.receiver.adaptive_hold = None;
+                self.receiver
+                    .reorder
+                    .set_max_hold(settings.reorder.max_hold);
             }
         }
-        if settings.adaptive_hold.is_some() && self.reorder.max_hold() > settings.reorder.max_hold {
+        if settings.adaptive_hold.is_some()
+            && self.receiver.reorder.max_hold() > settings.reorder.max_hold
+        {
             // Until the next arrival recomputes it, the hold stays within the new bound.
-            self.reorder.set_max_hold(settings.reorder.max_hold);
+            self.receiver
+                .reorder
+                .set_max_hold(settings.reorder.max_hold);
         }
         if settings.send_queue.capacity_packets != self.settings.send_queue.capacity_packets
             || settings.send_queue.max_sojourn != self.settings.send_queue.max_sojourn
@@ -110,8 +116,8 @@ impl Session {
         {
             // Packets waiting keep their place; only the limits change.
             let mut queue = SendQueue::new(settings.send_queue);
-            std::mem::swap(&mut queue, &mut self.send_queue);
-            self.send_queue.take_packets_from(queue);
+            std::mem::swap(&mut queue, &mut self.sender.send_queue);
+            self.sender.send_queue.take_packets_from(queue);
         }
         self.settings = settings.clone();
     }

@@ -58,7 +58,7 @@ impl ResendQueue {
 }
 
 impl Session {
-    /// Re-sends the data datagrams path `index` declared lost (in `self.lost`).
+    /// Re-sends the data datagrams path `index` declared lost (in `self.sender.lost`).
     pub(super) fn reinject_lost(
         &mut self,
         now: Instant,
@@ -68,7 +68,7 @@ impl Session {
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
-        let lost = std::mem::take(&mut self.lost);
+        let lost = std::mem::take(&mut self.sender.lost);
         for packet in &lost {
             let Some(seq) = packet.seq else {
                 continue;
@@ -85,22 +85,22 @@ impl Session {
                 self.give_up(SeqNo(seq));
             }
         }
-        self.lost = lost;
-        self.lost.clear();
+        self.sender.lost = lost;
+        self.sender.lost.clear();
         self.send_given_up(now, pool, out);
     }
 
     /// Remembers that `seq` will never be sent again, to tell the receiver.
     pub(super) fn give_up(&mut self, seq: SeqNo) {
-        if let Some((first, count)) = self.given_up.last_mut() {
+        if let Some((first, count)) = self.sender.given_up.last_mut() {
             if first.add(u32::from(*count)) == seq && *count < u16::MAX {
                 *count += 1;
                 return;
             }
         }
         // Bounded: if the receiver is not told, it waits out its hold instead.
-        if self.given_up.len() < MAX_GIVEN_UP_RUNS {
-            self.given_up.push((seq, 1));
+        if self.sender.given_up.len() < MAX_GIVEN_UP_RUNS {
+            self.sender.given_up.push((seq, 1));
         }
     }
 
@@ -113,14 +113,14 @@ impl Session {
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) {
-        if self.given_up.is_empty() {
+        if self.sender.given_up.is_empty() {
             return;
         }
         let Some(index) = self.feedback_path(now) else {
-            self.given_up.clear();
+            self.sender.given_up.clear();
             return;
         };
-        let runs = std::mem::take(&mut self.given_up);
+        let runs = std::mem::take(&mut self.sender.given_up);
         let write = |_: &mut Self, buf: &mut [u8]| {
             let mut written = 0;
             for &(first, count) in &runs {
@@ -136,8 +136,8 @@ impl Session {
             written
         };
         out.extend(self.control(now, index, false, pool, write));
-        self.given_up = runs;
-        self.given_up.clear();
+        self.sender.given_up = runs;
+        self.sender.given_up.clear();
     }
 
     /// Path `index` went quiet for longer than its RTT explains: copies of what it has
@@ -151,13 +151,13 @@ impl Session {
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) {
-        let mut copies = std::mem::take(&mut self.copies);
+        let mut copies = std::mem::take(&mut self.sender.copies);
         self.paths[index].copy_uncopied(pool, &mut copies);
         for copy in copies.drain(..) {
             // A copy that finds no path is no loss: the original is still in flight.
             self.reinject(now, index, copy, Resend::Urgent, pool, out);
         }
-        self.copies = copies;
+        self.sender.copies = copies;
     }
 
     /// Path `index` went down: everything still in flight on it moves elsewhere.
@@ -169,8 +169,10 @@ impl Session {
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
-        self.lost.clear();
-        self.paths[index].probe.drain_in_flight(&mut self.lost);
+        self.sender.lost.clear();
+        self.paths[index]
+            .probe
+            .drain_in_flight(&mut self.sender.lost);
         self.reinject_lost(now, index, Resend::Urgent, pool, drops, out);
         self.paths[index].recycle_in_flight(pool);
     }
@@ -200,11 +202,14 @@ impl Session {
                 true
             }
             Placement::Held(packet) if !urgent && self.has_usable_path(now, avoid) => {
-                if self.resend_queue.packets.len() >= ResendQueue::CAPACITY {
+                if self.sender.resend_queue.packets.len() >= ResendQueue::CAPACITY {
                     pool.recycle(packet);
                     return false;
                 }
-                self.resend_queue.packets.push_back((now, seq, packet));
+                self.sender
+                    .resend_queue
+                    .packets
+                    .push_back((now, seq, packet));
                 true
             }
             Placement::Held(packet) => {

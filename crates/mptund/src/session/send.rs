@@ -60,10 +60,11 @@ impl Session {
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
-        if self.send_queue.packets.is_empty() && self.resend_queue.packets.is_empty() {
-            let seq = self.next_seq;
+        if self.sender.send_queue.packets.is_empty() && self.sender.resend_queue.packets.is_empty()
+        {
+            let seq = self.sender.next_seq;
             match self.place(now, packet, seq, Route::New, pool, out) {
-                Placement::Sent => self.next_seq = seq.next(),
+                Placement::Sent => self.sender.next_seq = seq.next(),
                 Placement::Held(packet) => self.enqueue(now, packet, pool, drops),
             }
         } else {
@@ -79,7 +80,7 @@ impl Session {
             Route::New => (None, false),
             Route::Again { avoid, urgent } => (avoid, urgent),
         };
-        self.views.clear();
+        self.sender.views.clear();
         let path_timeout = self.settings.path_timeout;
         let return_delay = self.return_delay();
         for path in &mut self.paths {
@@ -91,7 +92,7 @@ impl Session {
                 view.cwnd_bytes = None;
                 view.pacing_ready = true;
             }
-            self.views.push(view);
+            self.sender.views.push(view);
         }
     }
 
@@ -124,13 +125,13 @@ impl Session {
         let info = PacketInfo {
             len: packet.len(),
             class: classify(packet.bytes()),
-            queued_bytes: self.send_queue.bytes,
+            queued_bytes: self.sender.send_queue.bytes,
         };
         let duplicate = info.class == PacketClass::Control
             && self.settings.duplicate_latency_critical
             && route == Route::New;
         let fastest = if duplicate {
-            latency_critical_paths(&self.views, info.len)
+            latency_critical_paths(&self.sender.views, info.len)
         } else {
             PathSet::EMPTY
         };
@@ -139,14 +140,16 @@ impl Session {
             Some(_) => Pick::Many(fastest),
             // A re-sent packet goes once, where it arrives first: the receiver's whole
             // stream waits for it.
-            None if route != Route::New => repair_pick(&self.views, info.len),
-            None => self.scheduler.pick(now, &info, &self.views),
+            None if route != Route::New => repair_pick(&self.sender.views, info.len),
+            None => self.sender.scheduler.pick(now, &info, &self.sender.views),
         };
         match pick {
             Pick::One(id) => match self.path_index(id) {
                 Some(index) => {
                     let outgoing = self.seal_data(now, index, seq, packet, pool);
-                    self.scheduler.on_sent(now, id, outgoing.packet.len());
+                    self.sender
+                        .scheduler
+                        .on_sent(now, id, outgoing.packet.len());
                     out.push(outgoing);
                     Placement::Sent
                 }
@@ -174,7 +177,9 @@ impl Session {
                     };
                     if let Some(copy) = copy {
                         let outgoing = self.seal_data(now, index, seq, copy, pool);
-                        self.scheduler.on_sent(now, id, outgoing.packet.len());
+                        self.sender
+                            .scheduler
+                            .on_sent(now, id, outgoing.packet.len());
                         out.push(outgoing);
                         copies_sent += 1;
                     }
@@ -275,7 +280,7 @@ impl Session {
         let tag = key.seal_in_place(&header, counter, &mut buf[meta_start..inner_end]);
         buf[inner_end..inner_end + TAG_LEN].copy_from_slice(&tag);
         packet.set_range(start, inner_end + TAG_LEN);
-        let backlog = !self.send_queue.packets.is_empty();
+        let backlog = !self.sender.send_queue.packets.is_empty();
         let path = &mut self.paths[index];
         path.on_sent(now, packet_number, packet.len(), Some(seq.0), true, backlog);
         if let Some(kept) = kept {
