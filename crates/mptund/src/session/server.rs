@@ -117,8 +117,11 @@ pub struct ServerCore {
     cookie_replies_sent: u64,
     /// When each session next needs its timers run.
     timers: SessionTimers,
-    /// Sessions that received datagrams since the last [`Engine::flush_acks`].
-    acks_pending: Vec<SessionId>,
+    /// Sessions a datagram or a TUN packet changed since the last
+    /// [`Engine::flush_acks`]: they send their due acknowledgements and are
+    /// rescheduled there, once per batch rather than once per packet. Until then
+    /// [`Engine::poll_timeout`] asks them directly.
+    touched: Vec<SessionId>,
     /// Scratch for the sessions due at a wake-up.
     due: Vec<SessionId>,
 }
@@ -164,7 +167,7 @@ impl ServerCore {
             drops: DropCounters::default(),
             sessions_established: 0,
             timers: SessionTimers::default(),
-            acks_pending: Vec::new(),
+            touched: Vec::new(),
             due: Vec::new(),
         }
     }
@@ -728,6 +731,14 @@ impl ServerCore {
         }
     }
 
+    /// Notes a session a packet changed, for [`Engine::flush_acks`].
+    fn touch(&mut self, id: SessionId) {
+        // Consecutive packets of a batch mostly share a session.
+        if self.touched.last() != Some(&id) {
+            self.touched.push(id);
+        }
+    }
+
     /// Runs the timers again for a session that changed.
     fn reschedule(&mut self, id: SessionId) {
         if let Some(entry) = self.sessions.get(&id) {
@@ -754,8 +765,9 @@ impl ServerCore {
     /// otherwise show only as a session that stalls).
     fn timers_agree(&self) -> bool {
         self.sessions.iter().all(|(id, entry)| {
-            self.timers.scheduled(*id)
-                == Some(Self::deadline_of(&entry.session, self.session_idle_timeout))
+            self.touched.contains(id)
+                || self.timers.scheduled(*id)
+                    == Some(Self::deadline_of(&entry.session, self.session_idle_timeout))
         })
     }
 
@@ -842,7 +854,7 @@ impl Engine for ServerCore {
             .session
             .send_inner(now, packet, &mut self.pool, &mut self.drops, out);
         let session_id = entry.session.local_id;
-        self.reschedule(session_id);
+        self.touch(session_id);
     }
 
     fn handle_datagram(
@@ -860,11 +872,7 @@ impl Engine for ServerCore {
                 let touched =
                     self.handle_transport_datagram(now, received, packet_type, packet, out);
                 if let Some(session_id) = touched {
-                    self.reschedule(session_id);
-                    // Consecutive datagrams of a batch mostly share a session.
-                    if self.acks_pending.last() != Some(&session_id) {
-                        self.acks_pending.push(session_id);
-                    }
+                    self.touch(session_id);
                 }
             }
             Ok(PacketType::HandshakeResponse | PacketType::CookieReply) | Err(_) => {
@@ -881,14 +889,14 @@ impl Engine for ServerCore {
     }
 
     fn flush_acks(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
-        let mut pending = std::mem::take(&mut self.acks_pending);
-        for id in pending.drain(..) {
+        let mut touched = std::mem::take(&mut self.touched);
+        for id in touched.drain(..) {
             if let Some(entry) = self.sessions.get_mut(&id) {
                 entry.session.send_due_acks(now, false, &mut self.pool, out);
                 self.reschedule(id);
             }
         }
-        self.acks_pending = pending;
+        self.touched = touched;
         out.append(&mut self.cookie_replies);
     }
 
@@ -902,11 +910,28 @@ impl Engine for ServerCore {
             "a session changed without a reschedule"
         );
         let queued_init = self.queued_inits.front().map(|queued| queued.arrived);
-        self.timers.next().into_iter().chain(queued_init).min()
+        let touched = self
+            .touched
+            .iter()
+            .filter_map(|id| self.sessions.get(id))
+            .map(|entry| Self::deadline_of(&entry.session, self.session_idle_timeout));
+        self.timers
+            .next()
+            .into_iter()
+            .chain(queued_init)
+            .chain(touched)
+            .min()
     }
 
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         self.answer_queued_inits(now, out);
+        // Touched sessions stay listed: their acknowledgements still go at the next
+        // flush; their deadlines must be in the heap now.
+        let touched = std::mem::take(&mut self.touched);
+        for &id in &touched {
+            self.reschedule(id);
+        }
+        self.touched = touched;
         let mut due = std::mem::take(&mut self.due);
         self.timers.take_due(now, &mut due);
         for id in due.drain(..) {
