@@ -48,7 +48,8 @@ pub use min_rtt::MinRtt;
 pub use path::{PacketClass, PacketInfo, PathId, PathSet, PathSetIter, PathState, PathView, Pick};
 pub use predict::{
     backlog_drain_time, latency_critical_paths, one_way_delay_estimate, predicted_arrival,
-    predicted_arrival_when_open, rate_estimate_bytes_per_sec, repair_pick, LATENCY_CRITICAL_COPIES,
+    predicted_arrival_when_open, rate_estimate_bytes_per_sec, repair_pick, repair_route,
+    RepairRoute, LATENCY_CRITICAL_COPIES,
 };
 pub use redundant::Redundant;
 pub use reorder::{

@@ -145,10 +145,22 @@ pub fn backlog_drain_time(view: &PathView, backlog_bytes: u64) -> Duration {
         .map_or(Duration::ZERO, |rate| transmit_time(backlog_bytes, rate))
 }
 
+/// Where a packet sent again after a loss goes (see [`repair_route`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairRoute {
+    /// Send it now on this path.
+    Now(PathId),
+    /// This path delivers it first once it can send: the repair waits first in line
+    /// for it. New packets may still take the other paths meanwhile.
+    WaitFor(PathId),
+    /// No eligible path at all.
+    Nowhere,
+}
+
 /// Where a packet sent again after a loss goes: the eligible path that delivers it
 /// first, a full path counted from the moment its window opens
-/// ([`predicted_arrival_when_open`]). [`Pick::Hold`] while that path cannot send
-/// yet: the repair waits first in line for it rather than take a slower path now.
+/// ([`predicted_arrival_when_open`]), waiting for it while it cannot send yet
+/// rather than taking a slower path now.
 ///
 /// A repair is what the receiver's whole stream waits for (its reorder buffer holds
 /// everything behind the gap), so it goes where it arrives first, whatever the
@@ -158,7 +170,7 @@ pub fn backlog_drain_time(view: &PathView, backlog_bytes: u64) -> Duration {
 /// lossy paths, 12/30/45 ms one way: repairs on the 45 ms path came 100–120 ms after
 /// the gap opened). Paths without a delay measurement are used only when no path has
 /// one, the least loaded first.
-pub fn repair_pick(paths: &[PathView], packet_len: usize) -> Pick {
+pub fn repair_route(paths: &[PathView], packet_len: usize) -> RepairRoute {
     let rule = Eligibility::of(paths);
     // (arrival, cannot send now, id): the earliest arrival, then a path that can send.
     let mut best: Option<(Duration, bool, PathId)> = None;
@@ -172,9 +184,18 @@ pub fn repair_pick(paths: &[PathView], packet_len: usize) -> Pick {
         }
     }
     match best {
-        Some((_, false, id)) => Pick::One(id),
-        Some((_, true, _)) => Pick::Hold,
-        None => least_loaded(paths, rule, packet_len, |_| true).map_or(Pick::Hold, Pick::One),
+        Some((_, false, id)) => RepairRoute::Now(id),
+        Some((_, true, id)) => RepairRoute::WaitFor(id),
+        None => least_loaded(paths, rule, packet_len, |_| true)
+            .map_or(RepairRoute::Nowhere, RepairRoute::Now),
+    }
+}
+
+/// [`repair_route`] as a [`Pick`]: [`Pick::Hold`] while the repair waits.
+pub fn repair_pick(paths: &[PathView], packet_len: usize) -> Pick {
+    match repair_route(paths, packet_len) {
+        RepairRoute::Now(id) => Pick::One(id),
+        RepairRoute::WaitFor(_) | RepairRoute::Nowhere => Pick::Hold,
     }
 }
 
@@ -260,6 +281,10 @@ mod tests {
         fast.bytes_in_flight = 72_000;
         let slow = measured(1, 45, 12);
         assert_eq!(repair_pick(&[fast, slow], 1400), Pick::Hold);
+        assert_eq!(
+            repair_route(&[fast, slow], 1400),
+            RepairRoute::WaitFor(PathId(0))
+        );
         // Once the window opens, the repair goes there.
         fast.bytes_in_flight = 60_000;
         assert_eq!(repair_pick(&[fast, slow], 1400), Pick::One(PathId(0)));
@@ -276,6 +301,7 @@ mod tests {
         let idle = PathView::new(PathId(1), PathState::Up);
         assert_eq!(repair_pick(&[busy, idle], 1400), Pick::One(PathId(1)));
         assert_eq!(repair_pick(&[], 1400), Pick::Hold);
+        assert_eq!(repair_route(&[], 1400), RepairRoute::Nowhere);
     }
 
     #[test]

@@ -442,11 +442,7 @@ impl SessionPath {
 
     /// When the pacer lets a packet of `len` bytes go, if not now.
     fn pacing_delay(&mut self, now: Instant, len: usize) -> Option<Instant> {
-        let srtt = self
-            .probe
-            .rtt
-            .smoothed()
-            .unwrap_or(mptund_probe::INITIAL_RTT);
+        let srtt = self.pacing_rtt();
         let rate = self.probe.controller().pacing_rate();
         let window = self.probe.window();
         self.pacer.delay(now, len as u64, window, srtt, rate)
@@ -455,16 +451,20 @@ impl SessionPath {
     /// The rate the pacer currently sends at, in bytes per second (the
     /// controller's pacing rate, else the window spread over the smoothed RTT).
     pub fn pacing_rate(&self) -> Option<u64> {
-        let srtt = self
-            .probe
-            .rtt
-            .smoothed()
-            .unwrap_or(mptund_probe::INITIAL_RTT);
         Pacer::rate(
             self.probe.window(),
-            srtt,
+            self.pacing_rtt(),
             self.probe.controller().pacing_rate(),
         )
+    }
+
+    /// The RTT the pacer spreads a window over; zero (no pacing, the window alone
+    /// limits) before the first sample. Spreading the initial window over RFC 9002's
+    /// 333 ms initial RTT held a 40 ms path to a packet every 26 ms for its first
+    /// round trips, behind a starting inner flow (Linux likewise paces the first
+    /// window against a nominal 1 ms RTT).
+    fn pacing_rtt(&self) -> Duration {
+        self.probe.rtt.smoothed().unwrap_or(Duration::ZERO)
     }
 
     /// When the pacer blocked the last packet this path was offered, until then.

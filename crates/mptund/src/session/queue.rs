@@ -11,6 +11,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use mptund_sched::{repair_route, RepairRoute};
+
 use super::codel::{CoDel, CoDelConfig};
 use super::send::{Placement, Route};
 use super::Session;
@@ -111,9 +113,9 @@ impl Session {
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
-        if !self.drain_resend_queue(now, pool, drops, out) {
+        let Some(route) = self.drain_resend_queue(now, pool, drops, out) else {
             return;
-        }
+        };
         while let Some((queued_at, _)) = self.sender.send_queue.packets.front() {
             let sojourn = now.saturating_duration_since(*queued_at);
             let queued = self.sender.send_queue.packets.len();
@@ -157,7 +159,7 @@ impl Session {
                 break;
             };
             let seq = self.sender.next_seq;
-            match self.place(now, packet, seq, Route::New, pool, out) {
+            match self.place(now, packet, seq, route, pool, out) {
                 Placement::Sent => self.sender.next_seq = seq.next(),
                 Placement::Held(packet) => {
                     self.sender.send_queue.push_front(queued_at, packet);
@@ -173,15 +175,18 @@ impl Session {
     }
 
     /// Sends the lost packets waiting for a window, oldest first; those that waited
-    /// longer than the receiver holds a gap are given up. True when the queue is
-    /// empty afterwards, so new packets may follow.
+    /// longer than the receiver holds a gap are given up. Returns the paths new
+    /// packets may take now: all once the queue is empty, all but the one the first
+    /// repair waits for while it waits (a repair is first in line for its path, but
+    /// holding every other path idle behind it cost the slower paths of three lossy
+    /// ones a tenth of their rate), none when it has no path at all.
     fn drain_resend_queue(
         &mut self,
         now: Instant,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
-    ) -> bool {
+    ) -> Option<Route> {
         let useful_for = self.settings.reorder.max_hold;
         while let Some((queued_at, seq, packet)) = self.sender.resend_queue.packets.pop_front() {
             if now.saturating_duration_since(queued_at) >= useful_for {
@@ -201,16 +206,22 @@ impl Session {
             match self.place(now, packet, seq, route, pool, out) {
                 Placement::Sent => self.counters.reinjected += 1,
                 Placement::Held(packet) => {
+                    // The views are the ones this repair was just judged by.
+                    let waits_for = repair_route(&self.sender.views, packet.len());
                     self.sender
                         .resend_queue
                         .packets
                         .push_front((queued_at, seq, packet));
-                    break;
+                    self.send_given_up(now, pool, out);
+                    return match waits_for {
+                        RepairRoute::WaitFor(path) => Some(Route::NewBesides(path)),
+                        RepairRoute::Now(_) | RepairRoute::Nowhere => None,
+                    };
                 }
             }
         }
         self.send_given_up(now, pool, out);
-        self.sender.resend_queue.packets.is_empty()
+        Some(Route::New)
     }
 
     /// When the head of the send queue must be looked at again: when a pacer lets

@@ -37,10 +37,19 @@ const MIN_ACK_FRAME: usize = 3 + wire::ACK_FIXED_LEN + wire::ACK_RANGE_LEN;
 pub(super) enum Route {
     /// A new inner packet: as the scheduler decides, within the windows.
     New,
+    /// A new inner packet while a repair waits first in line for this path: as the
+    /// scheduler decides among the other paths.
+    NewBesides(PathId),
     /// A packet sent again: on one path only, the one that delivers it first
     /// (`repair_pick`), not on `avoid` (a path that died or went quiet), and past the
     /// windows if `urgent` (see `resend::Resend`).
     Again { avoid: Option<PathId>, urgent: bool },
+}
+
+impl Route {
+    fn is_new(self) -> bool {
+        matches!(self, Route::New | Route::NewBesides(_))
+    }
 }
 
 /// Where an inner packet goes and under which sequence number.
@@ -78,6 +87,7 @@ impl Session {
     fn refresh_views(&mut self, now: Instant, len: usize, route: Route) {
         let (avoid, urgent) = match route {
             Route::New => (None, false),
+            Route::NewBesides(waited_for) => (Some(waited_for), false),
             Route::Again { avoid, urgent } => (avoid, urgent),
         };
         self.sender.views.clear();
@@ -129,7 +139,7 @@ impl Session {
         };
         let duplicate = info.class == PacketClass::Control
             && self.settings.duplicate_latency_critical
-            && route == Route::New;
+            && route.is_new();
         let fastest = if duplicate {
             latency_critical_paths(&self.sender.views, info.len)
         } else {
@@ -140,7 +150,7 @@ impl Session {
             Some(_) => Pick::Many(fastest),
             // A re-sent packet goes once, where it arrives first: the receiver's whole
             // stream waits for it.
-            None if route != Route::New => repair_pick(&self.sender.views, info.len),
+            None if !route.is_new() => repair_pick(&self.sender.views, info.len),
             None => self.sender.scheduler.pick(now, &info, &self.sender.views),
         };
         match pick {

@@ -36,7 +36,8 @@
 //! ```
 //!
 //! - **Startup** (BBR §4.3.2): the window grows by the bytes acknowledged (doubling per
-//!   round trip) up to 2/ln 2 × BDP, paced at 2/ln 2 × `max_rate`. It ends with BBR's full-bandwidth test
+//!   round trip) up to 2/ln 2 × BDP, paced at 2/ln 2 × `max_rate` (see "Startup
+//!   pacing" below). It ends with BBR's full-bandwidth test
 //!   (§4.3.2), or early when a round's queuing delay exceeds the target (the idea of
 //!   HyStart++'s delay-increase exit, RFC 9406 §4.2), or on a congestion event.
 //! - **Drain** (BBR §4.3.3): the window is 1 × BDP, so what Startup queued drains while
@@ -63,7 +64,12 @@
 //!   ignored, like RFC 9002 §7.3.2's recovery period), and Startup ends. Any other loss
 //!   is the radio's: the window stays and the tunnel re-sends the packet.
 //! - **Application-limited** acknowledgements never grow the window and never lower the
-//!   rate estimate; they do not count towards the full-bandwidth test.
+//!   rate estimate; they do not count towards the full-bandwidth test. (Linux BBR grows
+//!   its Startup window on them; here that measured worse: eight deep-buffered
+//!   modems, inner cubic, 32.6 against 35.0 Mbit/s, means of three runs.)
+//! - **Startup pacing** is at least 2/ln 2 × initial window / min_rtt: a starting inner
+//!   flow's first delivery rates measure the flow, not the path (Linux BBR likewise
+//!   starts pacing from the initial window over the RTT).
 //!
 //! - **Send quantum** (after BBR draft-02 §4.6.3 and §4.6.4.2, "BBRQuantizationBudget"):
 //!   no window target (Startup's cap, Drain's and Cruise's) is below 3 × the send
@@ -265,6 +271,20 @@ impl DelayRate {
         let rate = self.max_delivery_rate();
         let min_rtt = self.min_rtt?;
         (rate > 0).then(|| bytes_in(rate, min_rtt))
+    }
+
+    /// The initial window spread over the minimum RTT, bytes per second; 0 before an
+    /// RTT sample. Startup paces at least at 2/ln 2 × this, as Linux BBR starts pacing
+    /// from the initial window over the RTT and never lowers the rate before the pipe
+    /// is full: the first delivery rates of a starting inner flow measure the flow,
+    /// not the path, and pacing at them queued the flow's next, doubled round behind
+    /// the pacer.
+    fn initial_window_rate(&self) -> u64 {
+        let Some(min_rtt) = self.min_rtt.filter(|rtt| !rtt.is_zero()) else {
+            return 0;
+        };
+        let window = u128::from(initial_window(self.max_datagram_size));
+        u64::try_from(window * 1_000_000_000 / min_rtt.as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// The queuing delay above which the guard acts: max(5 ms, min_rtt / 4).
@@ -544,17 +564,14 @@ impl Controller for DelayRate {
     }
 
     fn pacing_rate(&self) -> Option<u64> {
-        let rate = self.max_delivery_rate();
-        if rate == 0 {
-            return None;
-        }
-        let gain = match self.state {
-            DelayRateState::Startup => STARTUP_GAIN,
-            DelayRateState::Drain => UNIT_GAIN,
-            DelayRateState::Cruise if self.guard_active => UNIT_GAIN,
-            DelayRateState::Cruise => PROBE_BW_GAINS[self.cycle_index],
+        let measured = self.max_delivery_rate();
+        let (gain, rate) = match self.state {
+            DelayRateState::Startup => (STARTUP_GAIN, measured.max(self.initial_window_rate())),
+            DelayRateState::Drain => (UNIT_GAIN, measured),
+            DelayRateState::Cruise if self.guard_active => (UNIT_GAIN, measured),
+            DelayRateState::Cruise => (PROBE_BW_GAINS[self.cycle_index], measured),
         };
-        Some(gain.apply(rate))
+        (rate > 0).then(|| gain.apply(rate))
     }
 }
 

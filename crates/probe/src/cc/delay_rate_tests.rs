@@ -297,10 +297,26 @@ fn pacing_rate_follows_the_delivery_rate() {
     let mut controller = DelayRate::new(MDS);
     let mut sim = Sim::new(t0, policed(TEN_MBIT, ms(50)));
     assert_eq!(controller.pacing_rate(), None, "no rate sample yet");
-    // Startup: 2.885 × the max filter.
+    // Startup: 2.885 × the max filter, or × the initial window over min_rtt while
+    // that is more: the first round's delivery rate measures the initial window.
     sim.step(&mut controller);
+    let min_rtt = controller.min_rtt().unwrap();
+    let initial_window_rate =
+        (u128::from(controller.initial_window()) * 1_000_000 / min_rtt.as_micros()) as u64;
+    let first = controller.max_delivery_rate();
+    assert!(
+        0 < first && first < initial_window_rate,
+        "first sample {first}"
+    );
+    assert_eq!(
+        controller.pacing_rate(),
+        Some(initial_window_rate * 2885 / 1000)
+    );
+    while controller.max_delivery_rate() <= initial_window_rate {
+        sim.step(&mut controller);
+    }
+    assert_eq!(controller.state(), DelayRateState::Startup);
     let rate = controller.max_delivery_rate();
-    assert!(rate > 0);
     assert_eq!(controller.pacing_rate(), Some(rate * 2885 / 1000));
 
     // Cruise: one ProbeBW cycle of gains, one per round, from its start.
@@ -406,5 +422,9 @@ fn persistent_congestion_restarts_from_the_minimum_window() {
         Some(ms(50)),
         "propagation delay is kept"
     );
-    assert_eq!(controller.pacing_rate(), None);
+    // Pacing restarts from the initial window over the kept RTT.
+    assert_eq!(
+        controller.pacing_rate(),
+        Some(controller.initial_window() * 20 * 2885 / 1000)
+    );
 }

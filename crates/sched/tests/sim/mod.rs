@@ -39,7 +39,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use mptund_sched::{
-    repair_pick, PacketClass, PacketInfo, PathId, PathState, PathView, Pick, Scheduler,
+    repair_route, PacketClass, PacketInfo, PathId, PathState, PathView, Pick, RepairRoute,
+    Scheduler,
 };
 
 /// One modelled path.
@@ -266,7 +267,8 @@ const MAX_PICKS_PER_EVENT: usize = 100_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Repairs {
     /// On the path that delivers it first, waiting for its window
-    /// (`mptund_sched::repair_pick`), as the daemon does.
+    /// (`mptund_sched::repair_route`), as the daemon does; new packets take the
+    /// other paths meanwhile.
     FirstArrival,
     /// Wherever the scheduler sends a new packet.
     LikeNewPackets,
@@ -332,8 +334,38 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
         for _ in 0..MAX_PICKS_PER_EVENT {
             views.clear();
             views.extend(paths.iter().map(|path| path.view(now)));
-            let resent = resend.front().copied();
-            let seq = resent.unwrap_or(first_arrival.len());
+            // (what to send, whether it is the first repair in line)
+            let (pick, repairing) = match (resend.front(), repairs) {
+                (Some(_), Repairs::FirstArrival) => {
+                    match repair_route(&views, scenario.packet_len) {
+                        RepairRoute::Now(id) => (Pick::One(id), true),
+                        // As the daemon does: the repair is first in line for its
+                        // path, new packets may take the others meanwhile.
+                        RepairRoute::WaitFor(waited_for) => {
+                            views.retain(|view| view.id != waited_for);
+                            (scheduler.pick(epoch + now, &packet, &views), false)
+                        }
+                        RepairRoute::Nowhere => (Pick::Hold, true),
+                    }
+                }
+                (Some(_), Repairs::LikeNewPackets) => {
+                    (scheduler.pick(epoch + now, &packet, &views), true)
+                }
+                (None, _) => (scheduler.pick(epoch + now, &packet, &views), false),
+            };
+            if pick == Pick::Hold {
+                break;
+            }
+            let seq = match resend.front() {
+                Some(&seq) if repairing => {
+                    resend.pop_front();
+                    seq
+                }
+                _ => {
+                    first_arrival.push(None);
+                    first_arrival.len() - 1
+                }
+            };
             let mut send_on = |id: PathId, first_arrival: &mut Vec<Option<Duration>>| {
                 let Some(arrival) = paths[usize::from(id.0)].send(now, len, seq) else {
                     return;
@@ -348,18 +380,6 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
                     None => *slot = Some(arrival),
                 }
             };
-            let pick = match (resent, repairs) {
-                (Some(_), Repairs::FirstArrival) => repair_pick(&views, scenario.packet_len),
-                _ => scheduler.pick(epoch + now, &packet, &views),
-            };
-            if pick != Pick::Hold {
-                match resent {
-                    Some(_) => {
-                        resend.pop_front();
-                    }
-                    None => first_arrival.push(None),
-                }
-            }
             match pick {
                 Pick::Hold => break,
                 Pick::One(id) => {
