@@ -91,6 +91,8 @@ class DaemonPair:
     metrics_port: int | None = None
     # Extra `[congestion]` settings for both daemons, e.g. {"queue_target_delay_ms": 20}.
     congestion: dict = field(default_factory=dict)
+    # Extra `[reorder]` settings for both daemons, e.g. {"equalize_delay": "all-paths"}.
+    reorder: dict = field(default_factory=dict)
     # Extra `[timers]` settings for both daemons, e.g. {"rekey_after_ms": 2000}.
     timers: dict = field(default_factory=dict)
     # The server's `[handshake]` settings, e.g. {"load_threshold_per_s": 10}.
@@ -122,7 +124,8 @@ class DaemonPair:
             for index, uplink in enumerate(self.uplinks))
         common = (toml_table("scheduler", name=self.scheduler,
                              duplicate_latency_critical=self.duplicate_latency_critical)
-                  + toml_table("reorder", max_hold_ms=self.hold_ms, adaptive=self.reorder_adaptive)
+                  + toml_table("reorder", max_hold_ms=self.hold_ms, adaptive=self.reorder_adaptive,
+                               **self.reorder)
                   + toml_table("congestion", controller=self.congestion_controller, **self.congestion)
                   + toml_table("log", stats_interval_ms=self.stats_interval_ms)
                   + toml_table("timers", **self.timers))

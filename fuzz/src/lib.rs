@@ -81,7 +81,11 @@ pub fn source_addr(choice: u8) -> SocketAddr {
 }
 
 pub fn session_settings() -> mptund::session::SessionSettings {
-    mptund::session::testing::session_settings("round-robin", Duration::from_millis(100), MTU)
+    let mut settings =
+        mptund::session::testing::session_settings("round-robin", Duration::from_millis(100), MTU);
+    // The forged timestamps reach the delay equalization too.
+    settings.equalize_delay = Some(mptund::config::EqualizeScope::AllPaths);
+    settings
 }
 
 pub fn pool() -> BufferPool {

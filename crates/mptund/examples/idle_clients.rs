@@ -113,6 +113,7 @@ fn settings(
                 capacity: 64,
             },
             adaptive_hold: None,
+            equalize_delay: None,
             path_timeout: Duration::from_secs(3),
             send_queue: SendQueueConfig {
                 capacity_packets: 16,

@@ -30,6 +30,10 @@
 //! [`ReorderBuffer::give_up`] lets the buffer skip it at once instead of
 //! waiting out the hold for a packet that will never come.
 //!
+//! Order alone leaves the inner flow's delay jumping between the paths' delays;
+//! [`DelayEqualizer`] and [`DelayLine`] hand packets on at one delay (see
+//! `equalize.rs`).
+//!
 //! Sans-IO: the caller inserts packets with the time they arrived, calls
 //! [`ReorderBuffer::poll_release`] until it returns `None`, and arms a timer
 //! for [`ReorderBuffer::poll_timeout`]. `now` must never go backwards.
@@ -39,10 +43,12 @@ use std::time::{Duration, Instant};
 
 use crate::seq::SeqNo;
 
+mod equalize;
 mod hold;
 #[cfg(test)]
 mod tests;
 
+pub use equalize::{DelayEqualizer, DelayLine, EqualizeScope, DATA_ACTIVE_WINDOW, HEARD_WINDOW};
 pub use hold::{AdaptiveHold, HoldBounds, HoldHistogram, HOLD_BUCKET_BOUNDS};
 
 /// Largest window [`ReorderBuffer`] accepts; larger configurations are

@@ -31,6 +31,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use mptund_sched::EqualizeScope;
+
 pub use error::ConfigError;
 pub use ipnet::{IpNet, IpNetParseError};
 pub use keys::{decode_key, encode_key, public_key_of, KeyError, KEY_LEN};
@@ -46,6 +48,11 @@ pub const KNOWN_CONTROLLERS: &[&str] = mptund_probe::CONTROLLER_NAMES;
 /// capacity from the scheduler; the scheduler benchmark (`benches/schedulers/`)
 /// measured it well ahead of CUBIC wherever one flow crosses four to eight modems.
 pub const DEFAULT_CONTROLLER: &str = "delay-rate";
+/// Default `reorder.equalize_delay`: every path heard from. Same-run A/B over the 48
+/// cells of the scheduler benchmark (`benches/schedulers/REPORT.md`): inner BBR +12 to
+/// +20 % on lossy and many-modem paths, inner CUBIC -10 % on mixed lossy paths,
+/// geometric mean +3 %; the worst cell against kernel MPTCP rose from 74 to 84 %.
+pub const DEFAULT_EQUALIZE_DELAY: &str = "all-paths";
 /// Default `congestion.queue_capacity_packets`: the send queue in front of full
 /// paths holds about 15 ms at 1 Gbit/s; the sojourn limit, not this, bounds delay.
 pub const DEFAULT_QUEUE_CAPACITY_PACKETS: usize = 1024;
@@ -230,6 +237,9 @@ pub struct ReorderConfig {
     /// Whether the hold follows the paths' one-way-delay spread (between
     /// `min_hold` and `max_hold`) or is fixed at `max_hold`.
     pub adaptive: bool,
+    /// Which paths' delay inner packets are brought up to before they are handed on
+    /// (adding at most `max_hold`), so the inner flow sees one delay; `None`: off.
+    pub equalize_delay: Option<EqualizeScope>,
     /// Shortest adaptive hold.
     pub min_hold: Duration,
     /// Longest wait for a missing packet before releasing what follows it.

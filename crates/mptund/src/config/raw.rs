@@ -112,6 +112,7 @@ pub(super) struct RawScheduler {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawReorder {
     pub adaptive: Option<Sp<bool>>,
+    pub equalize_delay: Option<Sp<String>>,
     pub min_hold_ms: Option<Sp<i64>>,
     pub max_hold_ms: Option<Sp<i64>>,
     pub capacity_packets: Option<Sp<i64>>,

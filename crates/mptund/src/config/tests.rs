@@ -196,6 +196,7 @@ fn client_example_parses() {
         config.reorder,
         ReorderConfig {
             adaptive: true,
+            equalize_delay: None,
             min_hold: Duration::from_millis(10),
             max_hold: Duration::from_millis(200),
             capacity_packets: 4096
@@ -288,6 +289,25 @@ fn examples_commented_fields_are_real() {
             .tun
             .mtu,
         Some(1400)
+    );
+}
+
+#[test]
+fn equalize_delay_names_a_scope_or_off() {
+    let dir = KeyDir::new();
+    for (value, expected) in [
+        ("off", None),
+        ("in-use", Some(EqualizeScope::InUse)),
+        ("all-paths", Some(EqualizeScope::AllPaths)),
+    ] {
+        let text = format!("{MINIMAL_CLIENT}[reorder]\nequalize_delay = \"{value}\"\n");
+        let config = client(parse("client.toml", &text, &dir.path).unwrap());
+        assert_eq!(config.reorder.equalize_delay, expected, "{value}");
+    }
+    let config = client(parse("client.toml", MINIMAL_CLIENT, &dir.path).unwrap());
+    assert_eq!(
+        config.reorder.equalize_delay,
+        EqualizeScope::from_config_name(DEFAULT_EQUALIZE_DELAY)
     );
 }
 
@@ -574,6 +594,8 @@ fn broken_configs() -> Vec<Broken> {
         c("max_hold_ms out of range", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 0\n"), Some(13), "reorder.max_hold_ms", "0 ms is out of range", "from 1 to 5000 ms"),
         c("min_hold_ms above max_hold_ms", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 50\nmin_hold_ms = 60\n"), Some(14), "reorder.min_hold_ms", "above max_hold_ms (50 ms)", "lower min_hold_ms"),
         c("adaptive not a boolean", format!("{MINIMAL_CLIENT}[reorder]\nadaptive = \"yes\"\n"), Some(13), "reorder.adaptive", "expected a boolean", "true` or `false"),
+        c("unknown equalization", format!("{MINIMAL_CLIENT}[reorder]\nequalize_delay = \"all\"\n"), Some(13), "reorder.equalize_delay", "unknown delay equalization \"all\"", "known delay equalizations: \"off\", \"in-use\", \"all-paths\""),
+        c("equalization as a boolean", format!("{MINIMAL_CLIENT}[reorder]\nequalize_delay = true\n"), Some(13), "reorder.equalize_delay", "expected a string", ""),
         c("ecf_hysteresis out of range", format!("{MINIMAL_CLIENT}[scheduler]\necf_hysteresis = 1.5\n"), Some(13), "scheduler.ecf_hysteresis", "1.5 is out of range", "from 0 to 1"),
         c("blest_lambda not a number", format!("{MINIMAL_CLIENT}[scheduler]\nblest_lambda = \"high\"\n"), Some(13), "scheduler.blest_lambda", "expected f64", ""),
         c("wait margin out of range", format!("{MINIMAL_CLIENT}[scheduler]\nearliest_arrival_wait_margin_us = -1\n"), Some(13), "scheduler.earliest_arrival_wait_margin_us", "-1 µs is out of range", "from 0 to 1000000 µs"),

@@ -530,6 +530,12 @@ const SESSION_METRICS: &[Metric<SessionReport>] = &[
         value: Value::Gauge(|s| Some(s.age_ms as f64 / 1e3)),
     },
     Metric {
+        name: "mptund_session_equalized_delay_seconds",
+        help: "How much later than its fastest path the inner flow is handed on now, to even out the paths' delays (reorder.equalize_delay).",
+        unit: Some(&SECONDS),
+        value: Value::Gauge(|s| Some(s.reorder.equalized_delay_ms / 1e3)),
+    },
+    Metric {
         name: "mptund_session_standalone_acks",
         help: "Acknowledgement datagrams sent on their own (not inside reverse data).",
         unit: None,

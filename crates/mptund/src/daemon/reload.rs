@@ -16,8 +16,9 @@
 //!   change in place; a removed peer's session is closed with a goodbye; a new one
 //!   may handshake;
 //! - the scheduler (name and parameters) is rebuilt and swapped into every session;
-//! - reorder hold bounds and adaptivity, send queue limits, path timeout, probe and
-//!   keepalive intervals, handshake retry, session timeouts, stats interval.
+//! - reorder hold bounds, adaptivity and delay equalization, send queue limits, path
+//!   timeout, probe and keepalive intervals, handshake retry, session timeouts, stats
+//!   interval.
 //!
 //! What needs a restart ([`restart_needed`]): the role, keys, the TUN device, the
 //! server's listen address, the metrics and control sockets, the reorder buffer's

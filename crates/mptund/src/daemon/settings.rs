@@ -128,6 +128,7 @@ fn session(
             max_hold: reorder.max_hold,
             capacity: reorder.capacity_packets,
         },
+        equalize_delay: reorder.equalize_delay,
         adaptive_hold: reorder.adaptive.then_some(HoldBounds {
             min: reorder.min_hold,
             max: reorder.max_hold,

@@ -82,7 +82,7 @@ fn session_block(out: &mut String, session: &SessionReport, interfaces: &Interfa
     );
     let _ = writeln!(
         out,
-        "  reorder: {} buffered, {} waited, {} late, {} gaps skipped, {} duplicates, hold {} (max seen {})",
+        "  reorder: {} buffered, {} waited, {} late, {} gaps skipped, {} duplicates, hold {} (max seen {}), equalized +{}",
         reorder.buffered,
         reorder.released_after_wait,
         reorder.released_late,
@@ -90,6 +90,7 @@ fn session_block(out: &mut String, session: &SessionReport, interfaces: &Interfa
         reorder.duplicates,
         millis(Some(reorder.hold_ms)),
         millis(Some(reorder.max_hold_seen_ms)),
+        millis(Some(reorder.equalized_delay_ms)),
     );
     path_rows(out, &session.paths, interfaces);
     for path in &session.paths {

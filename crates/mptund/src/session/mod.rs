@@ -46,8 +46,8 @@ use std::time::{Duration, Instant};
 
 use mptund_probe::{Liveness, LostPacket, ProbeConfig};
 use mptund_sched::{
-    AdaptiveHold, AnyScheduler, HoldBounds, PathId, PathView, ReorderBuffer, ReorderConfig,
-    SchedulerParams, SeqNo,
+    AdaptiveHold, AnyScheduler, DelayEqualizer, DelayLine, EqualizeScope, HoldBounds, PathId,
+    PathView, ReorderBuffer, ReorderConfig, SchedulerParams, SeqNo,
 };
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings, ReconfigureError};
@@ -148,6 +148,9 @@ pub struct SessionSettings {
     pub reorder: ReorderConfig,
     /// The hold follows the paths' one-way-delay spread within these bounds.
     pub adaptive_hold: Option<HoldBounds>,
+    /// Inner packets are handed on at the delay of the slowest path of this scope,
+    /// adding at most `reorder.max_hold` (see `mptund_sched::DelayEqualizer`).
+    pub equalize_delay: Option<EqualizeScope>,
     /// A path with nothing authenticated received for this long is down, whatever its
     /// RTT-derived liveness says (an upper bound for silent, idle paths).
     pub path_timeout: Duration,
@@ -207,9 +210,20 @@ struct Sender {
 /// in order, and the hold it waits for a gap (the replay windows are the keys', the
 /// acknowledgements the paths').
 struct Receiver {
-    reorder: ReorderBuffer<Packet>,
+    reorder: ReorderBuffer<Inbound>,
     /// Sets the reorder buffer's hold from the paths' delays, when configured.
     adaptive_hold: Option<AdaptiveHold>,
+    /// How long each arriving packet waits to be handed on at one delay, when configured.
+    equalizer: Option<DelayEqualizer>,
+    /// Packets in order, waiting for their equalized delivery time.
+    delay_line: DelayLine<Packet>,
+}
+
+/// An inner packet in the reorder buffer with the earliest time it may be handed on.
+#[derive(Debug)]
+struct Inbound {
+    packet: Packet,
+    not_before: Instant,
 }
 
 /// Session-wide counters beyond the per-path ones.
@@ -259,6 +273,10 @@ impl Session {
             receiver: Receiver {
                 reorder: ReorderBuffer::new(settings.reorder, SeqNo(0)),
                 adaptive_hold: settings.adaptive_hold.map(AdaptiveHold::new),
+                equalizer: settings
+                    .equalize_delay
+                    .map(|scope| DelayEqualizer::new(scope, settings.reorder.max_hold)),
+                delay_line: DelayLine::default(),
             },
             paths,
             epoch: now,
@@ -318,6 +336,7 @@ impl Session {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
             }
         };
+        consider(self.receiver.delay_line.poll_timeout());
         for path in &self.paths {
             consider(path.poll_timeout());
             if self.sends_keepalives && path.socket_open {
@@ -415,13 +434,25 @@ impl Session {
     }
 
     pub fn reorder_len(&self) -> usize {
-        self.receiver.reorder.len()
+        self.receiver.reorder.len() + self.receiver.delay_line.len()
+    }
+
+    /// How much later than its fastest path the inner flow is served to even out the
+    /// paths' delays (zero when equalization is off or one path carries the data).
+    pub fn equalized_delay(&self, now: Instant) -> Duration {
+        self.receiver
+            .equalizer
+            .as_ref()
+            .map_or(Duration::ZERO, |equalizer| equalizer.added_delay(now))
     }
 
     /// Returns every buffer the session holds to the pool when it ends.
     fn recycle_buffers(&mut self, now: Instant, pool: &mut BufferPool) {
         let far_future = now + Duration::from_secs(3600);
-        while let Some(packet) = self.receiver.reorder.poll_release(far_future) {
+        while let Some(inbound) = self.receiver.reorder.poll_release(far_future) {
+            pool.recycle(inbound.packet);
+        }
+        for packet in self.receiver.delay_line.drain() {
             pool.recycle(packet);
         }
         self.sender.send_queue.recycle_all(pool);

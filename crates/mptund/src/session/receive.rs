@@ -14,7 +14,7 @@ use mptund_probe::{AckRanges, AckSummary};
 use mptund_sched::{PathId, RejectReason, SeqNo};
 
 use super::keyring::{KeySlot, Opened};
-use super::{inner, refuse, Outgoing, Received, Session, SessionPath};
+use super::{inner, refuse, Inbound, Outgoing, Received, Receiver, Session, SessionPath};
 use crate::buffers::{BufferPool, Packet};
 use crate::config::IpNet;
 use crate::counters::{DropCounters, DropReason};
@@ -206,11 +206,19 @@ impl Session {
         }
         plaintext.set_range(inner_start, inner_start + header.total_len);
         self.paths[index].counters.received_data_packets += 1;
-        if let Err(rejected) = self
+        let path_id = self.paths[index].id;
+        let wait = self
             .receiver
-            .reorder
-            .insert(now, SeqNo(meta.seq), plaintext)
-        {
+            .equalizer
+            .as_mut()
+            .map_or(Duration::ZERO, |equalizer| {
+                equalizer.on_arrival(now, path_id, local_us.wrapping_sub(meta.tx_time_us), true)
+            });
+        let inbound = Inbound {
+            packet: plaintext,
+            not_before: now + wait,
+        };
+        if let Err(rejected) = self.receiver.reorder.insert(now, SeqNo(meta.seq), inbound) {
             let reason = match rejected.reason {
                 RejectReason::Duplicate => DropReason::Duplicate,
                 RejectReason::TooOld => DropReason::TooOld,
@@ -219,7 +227,7 @@ impl Session {
             refuse(
                 pool,
                 drops,
-                rejected.item,
+                rejected.item.packet,
                 now,
                 reason,
                 &format_args!("inner packet seq {}", meta.seq),
@@ -252,6 +260,10 @@ impl Session {
         };
         let local_us = self.timestamp_us(now);
         self.sample_one_way_delay(now, index, local_us, meta.tx_time_us);
+        if let Some(equalizer) = &mut self.receiver.equalizer {
+            let raw_owd_us = local_us.wrapping_sub(meta.tx_time_us);
+            equalizer.on_arrival(now, self.paths[index].id, raw_owd_us, false);
+        }
         let frames = plaintext
             .bytes()
             .get(wire::CONTROL_META_LEN..)
@@ -383,9 +395,20 @@ impl Session {
         }
     }
 
-    /// Moves every packet the reorder buffer releases now to `deliver`.
+    /// Moves every packet that is in order and due now to `deliver`: through the delay
+    /// line, which keeps back those that would overtake the inner flow's delay.
     pub(super) fn drain_releasable(&mut self, now: Instant, deliver: &mut VecDeque<Packet>) {
-        while let Some(packet) = self.receiver.reorder.poll_release(now) {
+        let Receiver {
+            reorder,
+            delay_line,
+            ..
+        } = &mut self.receiver;
+        while let Some(inbound) = reorder.poll_release(now) {
+            if let Some(packet) = delay_line.push(now, inbound.not_before, inbound.packet) {
+                deliver.push_back(packet);
+            }
+        }
+        while let Some(packet) = delay_line.poll_release(now) {
             deliver.push_back(packet);
         }
     }

@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use mptund_sched::{AdaptiveHold, AnyScheduler, PathId};
+use mptund_sched::{AdaptiveHold, AnyScheduler, DelayEqualizer, PathId};
 
 use super::queue::SendQueue;
 use super::{Outgoing, PathSettings, Session, SessionPath, SessionSettings};
@@ -64,6 +64,9 @@ impl Session {
         if let Some(hold) = &mut self.receiver.adaptive_hold {
             hold.forget(path.id);
         }
+        if let Some(equalizer) = &mut self.receiver.equalizer {
+            equalizer.forget(path.id);
+        }
         tracing::info!(session = self.local_id.0, path = %path.name, id = path.id.0, "path removed");
         path
     }
@@ -108,6 +111,14 @@ impl Session {
             self.receiver
                 .reorder
                 .set_max_hold(settings.reorder.max_hold);
+        }
+        if settings.equalize_delay != self.settings.equalize_delay {
+            // Packets already in the delay line keep their times.
+            self.receiver.equalizer = settings
+                .equalize_delay
+                .map(|scope| DelayEqualizer::new(scope, settings.reorder.max_hold));
+        } else if let Some(equalizer) = &mut self.receiver.equalizer {
+            equalizer.set_cap(settings.reorder.max_hold);
         }
         if settings.send_queue.capacity_packets != self.settings.send_queue.capacity_packets
             || settings.send_queue.max_sojourn != self.settings.send_queue.max_sojourn

@@ -56,6 +56,9 @@ pub struct ReorderReport {
     pub hold_ms: f64,
     pub max_hold_seen_ms: f64,
     pub mean_hold_ms: f64,
+    /// How much later than its fastest path the inner flow is handed on now, to even
+    /// out the paths' delays (`reorder.equalize_delay`); 0 when off.
+    pub equalized_delay_ms: f64,
     /// `(upper bound in ms or null for +Inf, packets)` per hold-time bucket.
     pub hold_histogram: Vec<(Option<f64>, u64)>,
     pub released_in_order: u64,
@@ -176,6 +179,7 @@ impl SessionReport {
                 hold_ms: millis(session.reorder_hold()),
                 max_hold_seen_ms: millis(reorder.max_hold),
                 mean_hold_ms: millis(reorder.total_hold) / reorder.released().max(1) as f64,
+                equalized_delay_ms: millis(session.equalized_delay(now)),
                 hold_histogram: reorder
                     .hold_histogram
                     .buckets()

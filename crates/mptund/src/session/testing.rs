@@ -26,6 +26,7 @@ pub fn session_settings(scheduler: &str, hold: Duration, mtu: usize) -> SessionS
             capacity: 1024,
         },
         adaptive_hold: None,
+        equalize_delay: None,
         path_timeout: Duration::from_millis(3000),
         send_queue: SendQueueConfig {
             capacity_packets: 1024,

@@ -607,6 +607,107 @@ fn adaptive_hold_follows_the_delay_spread_of_the_paths() {
     assert!(reorder.max_hold_seen_ms <= 63.0, "{reorder:?}");
 }
 
+/// How long after it was sent a lone packet reaches the server's TUN, with the
+/// paths 10 and 40 ms one way, the min-RTT scheduler (every packet on the 10 ms
+/// path) and `equalize` as the server's delay equalization.
+fn lone_packet_delay(equalize: Option<mptund_sched::EqualizeScope>) -> Duration {
+    let mut net = Net::established_with(&[10, 40], equalizing(equalize));
+    // Keepalives have crossed both paths: the server knows both delays.
+    net.run_for(Duration::from_millis(1500));
+    net.lone_packet_delay()
+}
+
+fn equalizing(equalize: Option<mptund_sched::EqualizeScope>) -> SessionSettings {
+    let mut session = super::testing::session_settings("min-rtt", Duration::from_millis(200), MTU);
+    session.equalize_delay = equalize;
+    session
+}
+
+impl Net {
+    /// How long a packet the client sends now takes to reach the server's TUN.
+    fn lone_packet_delay(&mut self) -> Duration {
+        let sent_at = self.now;
+        let before = self.server_received.len();
+        self.client_sends(7, 1000);
+        while self.server_received.len() == before {
+            assert!(
+                self.now < sent_at + Duration::from_secs(1),
+                "never delivered"
+            );
+            self.run_for(Duration::from_millis(1));
+        }
+        assert_eq!(tag_of(&self.server_received[before]), 7);
+        self.now.saturating_duration_since(sent_at)
+    }
+}
+
+#[test]
+fn delay_equalization_hands_packets_on_at_the_slowest_paths_delay() {
+    let ms = |delay: Duration| delay.as_millis();
+    // Off: the fast path's 10 ms.
+    assert!((10..=11).contains(&ms(lone_packet_delay(None))));
+    // In use: only the 10 ms path carried data, so nothing is added.
+    let in_use = lone_packet_delay(Some(mptund_sched::EqualizeScope::InUse));
+    assert!((10..=11).contains(&ms(in_use)), "{in_use:?}");
+    // Every path heard from: brought up to the 40 ms path's delay.
+    let all = lone_packet_delay(Some(mptund_sched::EqualizeScope::AllPaths));
+    assert!((40..=41).contains(&ms(all)), "{all:?}");
+}
+
+#[test]
+fn delay_equalization_follows_a_reload() {
+    let all_paths = Some(mptund_sched::EqualizeScope::AllPaths);
+    let mut net = Net::established_with(&[10, 40], equalizing(all_paths));
+    net.run_for(Duration::from_millis(1500));
+    assert!((40..=41).contains(&net.lone_packet_delay().as_millis()));
+    net.server
+        .apply_settings(
+            net.now,
+            equalizing(None),
+            path_settings(),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    assert!((10..=11).contains(&net.lone_packet_delay().as_millis()));
+    net.server
+        .apply_settings(
+            net.now,
+            equalizing(all_paths),
+            path_settings(),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    // A fresh equalizer learns both paths' delays from their next datagrams.
+    net.run_for(Duration::from_millis(1500));
+    assert!((40..=41).contains(&net.lone_packet_delay().as_millis()));
+}
+
+#[test]
+fn delay_equalization_keeps_order_and_reports_the_added_delay() {
+    let mut session = settings(Duration::from_millis(200));
+    session.equalize_delay = Some(mptund_sched::EqualizeScope::InUse);
+    let mut net = Net::established_with(&[10, 40], session);
+    // Round-robin: both paths carry data, so every packet is handed on at 40 ms.
+    for tag in 0..100 {
+        net.client_sends(tag, 1000);
+        net.run_for(Duration::from_millis(1));
+    }
+    net.run_for(Duration::from_millis(100));
+    let tags: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(tags, (0..100).collect::<Vec<_>>());
+    let server = net.server.report(net.now);
+    let reorder = &server.sessions[0].reorder;
+    assert!(
+        (29.0..=31.0).contains(&reorder.equalized_delay_ms),
+        "{reorder:?}"
+    );
+    assert_eq!(
+        (reorder.gaps_skipped, reorder.buffered),
+        (0, 0),
+        "{reorder:?}"
+    );
+}
+
 #[test]
 fn latency_critical_packets_go_on_the_two_fastest_paths_and_arrive_once() {
     let mut session = settings(Duration::from_millis(100));

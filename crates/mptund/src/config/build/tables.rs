@@ -273,6 +273,13 @@ impl Validator<'_> {
             .adaptive
             .as_ref()
             .is_none_or(|value| *value.get_ref());
+        let equalize_delay = EqualizeScope::from_config_name(&self.known_name(
+            reorder.equalize_delay.as_ref(),
+            "reorder.equalize_delay",
+            "delay equalization",
+            &EqualizeScope::CONFIG_NAMES,
+            DEFAULT_EQUALIZE_DELAY,
+        )?);
         let capacity = self.integer(
             reorder.capacity_packets.as_ref(),
             "reorder.capacity_packets",
@@ -282,6 +289,7 @@ impl Validator<'_> {
         )?;
         Ok(ReorderConfig {
             adaptive,
+            equalize_delay,
             min_hold,
             max_hold,
             capacity_packets: usize::try_from(capacity).unwrap_or(DEFAULT_REORDER_CAPACITY_PACKETS),
