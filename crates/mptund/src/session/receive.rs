@@ -148,7 +148,7 @@ impl Session {
         self.paths[index]
             .acks
             .on_received(now, local_us, meta.path_pn, meta.tx_time_us);
-        self.sample_one_way_delay(now, index, local_us, meta.tx_time_us);
+        let wait = self.sample_one_way_delay(now, index, local_us, meta.tx_time_us, true);
         let after_meta = plaintext.start() + DATA_META_LEN;
         let end = plaintext.start() + plaintext.len();
         let inner_start = if packet_type == PacketType::DataWithFrames {
@@ -206,14 +206,6 @@ impl Session {
         }
         plaintext.set_range(inner_start, inner_start + header.total_len);
         self.paths[index].counters.received_data_packets += 1;
-        let path_id = self.paths[index].id;
-        let wait = self
-            .receiver
-            .equalizer
-            .as_mut()
-            .map_or(Duration::ZERO, |equalizer| {
-                equalizer.on_arrival(now, path_id, local_us.wrapping_sub(meta.tx_time_us), true)
-            });
         let inbound = Inbound {
             packet: plaintext,
             not_before: now + wait,
@@ -259,11 +251,7 @@ impl Session {
             );
         };
         let local_us = self.timestamp_us(now);
-        self.sample_one_way_delay(now, index, local_us, meta.tx_time_us);
-        if let Some(equalizer) = &mut self.receiver.equalizer {
-            let raw_owd_us = local_us.wrapping_sub(meta.tx_time_us);
-            equalizer.on_arrival(now, self.paths[index].id, raw_owd_us, false);
-        }
+        self.sample_one_way_delay(now, index, local_us, meta.tx_time_us, false);
         let frames = plaintext
             .bytes()
             .get(wire::CONTROL_META_LEN..)
@@ -384,15 +372,32 @@ impl Session {
         self.drain_send_queue(now, pool, drops, out);
     }
 
-    /// Feeds the adaptive hold with a datagram's one-way delay (with the unknown clock
-    /// offset, which cancels between paths). Keepalives count too: a path that carries
-    /// no data now may get the next packet, and its delay decides how late that is.
-    fn sample_one_way_delay(&mut self, now: Instant, index: usize, local_us: u32, tx_time_us: u32) {
+    /// Feeds the adaptive hold and the delay equalization with a datagram's one-way
+    /// delay (with the unknown clock offset, which cancels between paths). Keepalives
+    /// count too: a path that carries no data now may get the next packet, and its
+    /// delay decides how late that is. Returns how long a data packet (`carries_data`)
+    /// waits to be handed on at the delay the equalization sets.
+    fn sample_one_way_delay(
+        &mut self,
+        now: Instant,
+        index: usize,
+        local_us: u32,
+        tx_time_us: u32,
+        carries_data: bool,
+    ) -> Duration {
+        let path = self.paths[index].id;
+        let raw_owd_us = local_us.wrapping_sub(tx_time_us);
         if let Some(hold) = &mut self.receiver.adaptive_hold {
-            hold.on_arrival(now, self.paths[index].id, local_us.wrapping_sub(tx_time_us));
+            hold.on_arrival(now, path, raw_owd_us);
             hold.set_repair_time(repair_time(&self.paths));
             self.receiver.reorder.set_max_hold(hold.target(now));
         }
+        self.receiver
+            .equalizer
+            .as_mut()
+            .map_or(Duration::ZERO, |equalizer| {
+                equalizer.on_arrival(now, path, raw_owd_us, carries_data)
+            })
     }
 
     /// Moves every packet that is in order and due now to `deliver`: through the delay
