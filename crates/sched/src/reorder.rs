@@ -51,6 +51,15 @@ mod tests;
 pub use equalize::{DelayEqualizer, DelayLine, EqualizeScope, DATA_ACTIVE_WINDOW, HEARD_WINDOW};
 pub use hold::{AdaptiveHold, HoldBounds, HoldHistogram, HOLD_BUCKET_BOUNDS};
 
+/// A raw one-way delay (the receiver's clock minus the sender's transmit timestamp,
+/// microseconds, wrapping) relative to the first one seen, which `reference` keeps: the
+/// unknown clock offset and the u32 wrap cancel, and within ±35 minutes of the first
+/// sample the signed difference is exact.
+fn relative_delay_us(reference: &mut Option<u32>, raw_owd_us: u32) -> i64 {
+    let reference = *reference.get_or_insert(raw_owd_us);
+    i64::from(raw_owd_us.wrapping_sub(reference) as i32)
+}
+
 /// Largest window [`ReorderBuffer`] accepts; larger configurations are
 /// clamped. 2^20 packets is ~1.5 GB of 1500-byte packets in the window, far
 /// beyond any bandwidth-delay product a set of cellular uplinks reaches.

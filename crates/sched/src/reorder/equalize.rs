@@ -135,14 +135,6 @@ impl EqualizeScope {
             _ => None,
         }
     }
-
-    /// The configuration name of this scope.
-    pub fn config_name(self) -> &'static str {
-        match self {
-            EqualizeScope::InUse => "in-use",
-            EqualizeScope::AllPaths => "all-paths",
-        }
-    }
 }
 
 /// A path heard from within this long counts for [`EqualizeScope::AllPaths`]: mptund's
@@ -195,12 +187,11 @@ impl DelayEqualizer {
         raw_owd_us: u32,
         carries_data: bool,
     ) -> Duration {
+        // Ids a session can have: this bounds the list.
         if path.0 > PathId::MAX_IN_SET {
             return Duration::ZERO;
         }
-        let reference = *self.reference_us.get_or_insert(raw_owd_us);
-        // Within ±35 minutes of the reference the signed difference is exact.
-        let sample_us = i64::from(raw_owd_us.wrapping_sub(reference) as i32);
+        let sample_us = super::relative_delay_us(&mut self.reference_us, raw_owd_us);
         match self.paths.iter_mut().find(|(id, _)| *id == path) {
             Some((_, floor)) => floor.on_sample(now, sample_us, carries_data),
             None => {
@@ -416,14 +407,19 @@ mod tests {
 
     #[test]
     fn config_names_round_trip() {
-        for scope in [EqualizeScope::InUse, EqualizeScope::AllPaths] {
-            assert_eq!(
-                EqualizeScope::from_config_name(scope.config_name()),
-                Some(scope)
-            );
-            assert!(EqualizeScope::CONFIG_NAMES.contains(&scope.config_name()));
-        }
-        assert_eq!(EqualizeScope::from_config_name("off"), None);
+        let scopes: Vec<_> = EqualizeScope::CONFIG_NAMES
+            .iter()
+            .map(|name| EqualizeScope::from_config_name(name))
+            .collect();
+        assert_eq!(
+            scopes,
+            [
+                None,
+                Some(EqualizeScope::InUse),
+                Some(EqualizeScope::AllPaths)
+            ]
+        );
+        assert_eq!(EqualizeScope::from_config_name("all"), None);
     }
 
     #[test]

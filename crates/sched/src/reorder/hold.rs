@@ -129,9 +129,7 @@ impl AdaptiveHold {
             return;
         };
         self.tracked.insert(path);
-        let reference = *self.reference_us.get_or_insert(raw_owd_us);
-        // Within ±35 minutes of the reference the signed difference is exact.
-        let sample = i64::from(raw_owd_us.wrapping_sub(reference) as i32);
+        let sample = super::relative_delay_us(&mut self.reference_us, raw_owd_us);
         *slot = Some(match *slot {
             None => PathDelay {
                 smoothed_us: sample,
