@@ -69,7 +69,7 @@ def download(topo: Topology, server_addr: str, count: int, cc: str, wrap: list[s
     return sent, received
 
 
-def run_one(scenario: Path, mode: str, cc: str, repeat: int) -> dict:
+def run_one(scenario: Path, mode: str, cc: str, repeat: int, reorder: dict | None = None) -> dict:
     summary = scenario_summary(scenario)
     rates = [path["down"]["rate_mbit"] or 0.0 for path in summary["paths"]]
     duration_s = float(summary.get("duration_s") or 20)
@@ -81,7 +81,8 @@ def run_one(scenario: Path, mode: str, cc: str, repeat: int) -> dict:
         if mode == "mptund":
             # The daemon's own defaults: scheduler, reorder hold and path congestion control.
             pair = DaemonPair(topo.testbed, topo.client, topo.server, topo.uplinks(), inner_ipv6=False,
-                              log_level="warn", scheduler=None, hold_ms=None, congestion_controller=None)
+                              log_level="warn", scheduler=None, hold_ms=None, congestion_controller=None,
+                              reorder=reorder or {})
             pair.start()
             server_addr, wrap = SERVER_TUN_ADDR, []
         else:
@@ -95,7 +96,10 @@ def run_one(scenario: Path, mode: str, cc: str, repeat: int) -> dict:
         if pair is not None:
             client_report, server_report = pair.stop()
             session = server_report["sessions"][0]
-            tunnel = {"reinjected": session["reinjected"], "reorder": session["reorder"],
+            # The download's receiver is the client: its reorder buffer is the one
+            # that waits for what a dead path took with it.
+            tunnel = {"reinjected": session["reinjected"],
+                      "reorder": client_report["sessions"][0]["reorder"],
                       "paths": [{k: p[k] for k in ("name", "sent_data_packets", "lost_packets", "reinjected_away")}
                                 for p in session["paths"]]}
     goodput = received["bytes"] * 8 / received["seconds"] / 1e6
@@ -108,6 +112,10 @@ def run_one(scenario: Path, mode: str, cc: str, repeat: int) -> dict:
         "share_of_sum": round(goodput / sum(rates), 3) if sum(rates) else None,
         "sum_of_rates_mbit": round(sum(rates), 2),
         "longest_gap_ms": received["longest_gap_ms"],
+        # Every gap of 20 ms or more as [seconds since the emulator started, ms], to
+        # tell a blockage's gap from one of the flow's own.
+        "gaps": [[round(end - topo.emulator_epoch_unix_s - ms / 1000, 2), ms]
+                 for end, ms in received["gaps_over_20ms"]],
         "rto": rto,
         "tunnel": tunnel,
     }
@@ -158,6 +166,14 @@ def write_report(results: list[dict], path: Path, command: str) -> str:
     return text
 
 
+def setting_value(text: str):
+    """A command-line setting as TOML wants it: numbers and booleans as such, else a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", type=Path, action="append", help="default: the three blockage scenarios")
@@ -165,13 +181,17 @@ def main() -> int:
     parser.add_argument("--modes", nargs="+", default=["mptund", "mptcp"], choices=["mptund", "mptcp"])
     parser.add_argument("--repeats", type=int, default=3, help="runs per scenario, cc and transport")
     parser.add_argument("--out", type=Path, default=HERE)
+    parser.add_argument("--reorder", action="append", default=[], metavar="KEY=VALUE",
+                        help="a [reorder] setting for both daemons instead of its default, "
+                             "e.g. equalize_delay=off (repeatable)")
     args = parser.parse_args()
+    reorder = {key: setting_value(value) for key, value in (s.split("=", 1) for s in args.reorder)}
     results = []
     for scenario in args.scenario or SCENARIOS:
         for cc in args.cc:
             for repeat in range(1, args.repeats + 1):
                 for mode in args.modes:
-                    result = run_one(scenario.resolve(), mode, cc, repeat)
+                    result = run_one(scenario.resolve(), mode, cc, repeat, reorder)
                     print(json.dumps(result), flush=True)
                     results.append(result)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -48,12 +48,12 @@ pub const KNOWN_CONTROLLERS: &[&str] = mptund_probe::CONTROLLER_NAMES;
 /// capacity from the scheduler; the scheduler benchmark (`benches/schedulers/`)
 /// measured it well ahead of CUBIC wherever one flow crosses four to eight modems.
 pub const DEFAULT_CONTROLLER: &str = "delay-rate";
-/// Default `reorder.equalize_delay`: every path heard from. Same-run A/B over the 48
-/// cells of the scheduler benchmark (`benches/schedulers/REPORT.md`): inner BBR +12 to
-/// +20 % on lossy and many-modem paths, inner CUBIC -10 % on mixed lossy paths,
-/// geometric mean +3 %; the worst cell against kernel MPTCP (same run) is at 80 %,
-/// the previous matrix's at 69 %.
-pub const DEFAULT_EQUALIZE_DELAY: &str = "all-paths";
+/// Default `reorder.equalize_delay`: off. With `all-paths` the scheduler benchmark's
+/// 48 cells gained 3 % (geometric mean; inner BBR +12 to +20 % on lossy and
+/// many-modem paths), but an inner BBR flow then went 350-585 ms without a byte
+/// whenever a path died, against the failover target of 300 ms (180-196 ms with
+/// it off; `benches/failover/REPORT.md`).
+pub const DEFAULT_EQUALIZE_DELAY: &str = "off";
 /// Default `congestion.queue_capacity_packets`: the send queue in front of full
 /// paths holds about 15 ms at 1 Gbit/s; the sojourn limit, not this, bounds delay.
 pub const DEFAULT_QUEUE_CAPACITY_PACKETS: usize = 1024;

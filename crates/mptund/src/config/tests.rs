@@ -196,7 +196,7 @@ fn client_example_parses() {
         config.reorder,
         ReorderConfig {
             adaptive: true,
-            equalize_delay: Some(EqualizeScope::AllPaths),
+            equalize_delay: None,
             min_hold: Duration::from_millis(10),
             max_hold: Duration::from_millis(200),
             capacity_packets: 4096
