@@ -51,7 +51,7 @@ pub const DEFAULT_CONTROLLER: &str = "delay-rate";
 /// Default `reorder.equalize_delay`: off. With `all-paths` the scheduler benchmark's
 /// 48 cells gained 3 % (geometric mean; inner BBR +12 to +20 % on lossy and
 /// many-modem paths), but an inner BBR flow then went 350-585 ms without a byte
-/// whenever a path died, against the failover target of 300 ms (180-196 ms with
+/// whenever a path died, against the failover target of 300 ms (167-196 ms with
 /// it off; `benches/failover/REPORT.md`).
 pub const DEFAULT_EQUALIZE_DELAY: &str = "off";
 /// Default `congestion.queue_capacity_packets`: the send queue in front of full
