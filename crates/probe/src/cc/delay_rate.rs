@@ -50,7 +50,7 @@
 //! # Reactions
 //!
 //! - **Delay guard**: at the end of each round trip in Cruise whose smallest queuing
-//!   delay was above target, the window is multiplied by 0.85: a multiplicative decrease
+//!   delay was above target, the window is multiplied by 0.95: a multiplicative decrease
 //!   once per round drains a modem queue that a stale (too high) rate estimate let build,
 //!   for example after the radio's rate dropped.
 //! - **Loss** (one call per congestion event) is congestion only when the path shows it:
@@ -157,10 +157,13 @@ const INITIAL_WINDOW_FLOOR_BYTES: u64 = 14_720;
 const QUEUE_TARGET_FLOOR: Duration = Duration::from_millis(5);
 /// One 1.25× probing round queues a quarter of a BDP: min_rtt / 4 of delay.
 const QUEUE_TARGET_RTT_DIVISOR: u32 = 4;
-/// Per-round multiplicative decrease while the queue is above target. Chosen here: four
-/// such rounds halve the window (0.85⁴ ≈ 0.52), so a queue of one BDP drains in about
-/// four round trips without the throughput dip of one deep cut.
-const DELAY_BACKOFF: Gain = Gain::new(85, 100);
+/// Per-round multiplicative decrease while the queue is above target: about fourteen
+/// such rounds halve the window. With 0.85 the slower of three one-BDP paths ran below
+/// their rate: a path's acknowledgements come back over other paths, so its rounds
+/// outlast its min RTT, probing overshoots the target and the guard fires in the steady
+/// state (LTE and cell-edge links at 87 % and 81 % of capacity where kernel MPTCP kept
+/// 96 %). Same-run A/Bs and the failover benchmark: `benches/schedulers/REPORT.md`.
+const DELAY_BACKOFF: Gain = Gain::new(95, 100);
 /// RFC 9438 §4.6: β_cubic = 0.7, the loss reduction, floored at the BDP here.
 const LOSS_BACKOFF: Gain = Gain::new(7, 10);
 /// BBRv2's BBRLossThresh (draft-cardwell-iccrg-bbr-congestion-control-02 §4.5.10.2): a
