@@ -218,6 +218,13 @@ def result_file(out: Path, result: dict, repeat: int) -> Path:
     return out / f"{result['scenario']}__{result['direction']}__{result['cc']}__{mode}__r{repeat}.json"
 
 
+def existing_result(out: Path, scenario: Path, mode: str, cc: str, direction: str, repeat: int) -> Path | None:
+    """The result file of this run if an earlier, interrupted pass wrote it."""
+    path = result_file(out, {"scenario": scenario_summary(scenario)["name"], "direction": direction, "cc": cc,
+                             "mode": mode}, repeat)
+    return path if path.exists() else None
+
+
 def run_scenarios(names: list[str], directions: list[str], schedulers: list[str], args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -226,8 +233,10 @@ def run_scenarios(names: list[str], directions: list[str], schedulers: list[str]
         for direction in directions:
             modes = modes_for(scenario, direction, schedulers, args)
             for cc in args.cc:
-                for repeat in range(1, args.repeats + 1):
+                for repeat in range(args.first_repeat, args.first_repeat + args.repeats):
                     for mode in modes:
+                        if args.skip_existing and existing_result(out, scenario, mode, cc, direction, repeat):
+                            continue
                         result = run_one(scenario, mode, cc, direction, args)
                         result_file(out, result, repeat).write_text(json.dumps(result, indent=2))
                         reorder = result.get("mptund_reorder") or {}
@@ -461,6 +470,10 @@ def main() -> int:
                         help="download: the server sends; upload: the client sends")
     parser.add_argument("--repeats", type=int, default=3, help="runs per cell, modes interleaved; the report "
                                                                "shows the median and min–max")
+    parser.add_argument("--first-repeat", type=int, default=1, help="number of the first run per cell, to add "
+                        "runs to an existing --out directory (e.g. --first-repeat 2 --repeats 2 after one pass)")
+    parser.add_argument("--skip-existing", action="store_true",
+                        help="skip runs whose result file is in --out already (to resume an interrupted pass)")
     parser.add_argument("--cc", nargs="+", default=["cubic", "bbr"], choices=["cubic", "bbr", "reno"])
     parser.add_argument("--schedulers", nargs="+",
                         help=f"mptund schedulers ({DEFAULT!r}: the daemon's defaults); default: all seven, "
@@ -480,6 +493,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.first_repeat < 1:
+        parser.error("--first-repeat must be at least 1")
     names = list(args.scenario) + (STEADY if args.steady else []) + (BLOCKAGE if args.blockage else [])
     if args.matrix:
         names += [name for name in steady_scenarios() if name not in names]

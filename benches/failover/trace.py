@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""One download through mptund over a scenario, traced: every 30 ms or so it samples the
+inner sender's TCP state (`ss -tin`) and both daemons' `mptund status`, and writes one
+CSV row per sample. It shows where a gap the receiving application saw, or a shortfall
+in goodput, came from: the inner flow's window, slow-start threshold and RTT, mptund's
+send queue and its drops, each path's window and queuing delay, the receiver's skipped
+gaps. Any scenario file works; the transfer is sized as in run.py.
+
+    sudo python3 benches/failover/trace.py --scenario tests/e2e/scenarios/blackout-best-path.toml \\
+        --cc bbr --reorder equalize_delay=all-paths --out /tmp/trace.csv
+    sudo python3 benches/failover/trace.py --scenario config/scenarios/three-paths-lossy.toml \\
+        --cc cubic --out /tmp/lossy.csv
+"""
+
+import argparse
+import csv
+import json
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent.parent / "testbed"), str(HERE)]
+
+from mptund import SERVER_TUN_ADDR, DaemonPair, mptund_binary  # noqa: E402
+from topology import Topology  # noqa: E402
+
+import run as failover  # noqa: E402
+
+COLUMNS = ["t_s", "inner_cwnd_pkts", "inner_ssthresh_pkts", "inner_rtt_ms", "inner_min_rtt_ms",
+           "inner_unacked_pkts", "inner_retransmissions", "send_queue_depth", "send_queue_aqm_drops",
+           "send_queue_sojourn_drops", "receiver_gaps_skipped", "receiver_buffered"]
+# Then per path of the sender, in its order: path<i>_in_flight_bytes, path<i>_cwnd_bytes,
+# path<i>_queuing_delay_ms.
+PATH_COLUMNS = ["in_flight_bytes", "cwnd_bytes", "queuing_delay_ms"]
+
+
+def field(pattern: str, text: str):
+    match = re.search(pattern, text)
+    return match.group(1) if match else ""
+
+
+def data_connection(ss_output: str) -> str:
+    """The `ss -tin` entry of the connection that sent the most (not iperf's control one)."""
+    entries = re.split(r"\n(?=\S)", ss_output)
+    return max(entries, key=lambda entry: int(field(r"bytes_sent:(\d+)", entry) or 0), default="")
+
+
+def status(ns, pair: DaemonPair, side: str) -> dict:
+    """A daemon's status; empty while it cannot answer (starting, stopping)."""
+    done = ns.run(mptund_binary(), "status", "--json", "--socket", str(pair.control_socket(side)),
+                  check=False, capture=True)
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return {}
+
+
+def row(t: float, ss_output: str, server: dict, client: dict) -> dict:
+    tcp = data_connection(ss_output)
+    sender = (server.get("sessions") or [{}])[0]
+    reorder = (client.get("sessions") or [{}])[0].get("reorder", {})
+    drops = server.get("drops", {})
+    values = [round(t, 3), field(r"cwnd:(\d+)", tcp), field(r"ssthresh:(\d+)", tcp), field(r" rtt:([\d.]+)", tcp),
+              field(r"minrtt:([\d.]+)", tcp), field(r"unacked:(\d+)", tcp), field(r"retrans:\d+/(\d+)", tcp),
+              sender.get("send_queue_depth", ""), drops.get("send_queue_aqm", ""), drops.get("send_queue_sojourn", ""),
+              reorder.get("gaps_skipped", ""), reorder.get("buffered", "")]
+    sample = dict(zip(COLUMNS, values))
+    for index, path in enumerate(sender.get("paths", [])):
+        queuing = path.get("queuing_delay_ms")
+        sample.update({f"path{index}_in_flight_bytes": path.get("bytes_in_flight", ""),
+                       f"path{index}_cwnd_bytes": path.get("cwnd_bytes", ""),
+                       f"path{index}_queuing_delay_ms": round(queuing, 2) if queuing is not None else ""})
+    return sample
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", type=Path, required=True)
+    parser.add_argument("--cc", default="bbr", choices=["cubic", "bbr", "reno"])
+    parser.add_argument("--reorder", action="append", default=[], metavar="KEY=VALUE",
+                        help="a [reorder] setting for both daemons, as in run.py")
+    parser.add_argument("--out", type=Path, required=True, help="the CSV to write")
+    args = parser.parse_args()
+    reorder = {key: failover.setting_value(value)
+               for key, value in (item.split("=", 1) for item in args.reorder)}
+    summary = failover.scenario_summary(args.scenario)
+    rates = [path["down"]["rate_mbit"] or 0.0 for path in summary["paths"]]
+    count = int(sum(rates) * 1e6 / 8 * float(summary.get("duration_s") or 20) * 0.6)
+    rows = []
+    with Topology(scenario=args.scenario) as topo:
+        pair = DaemonPair(topo.testbed, topo.client, topo.server, topo.uplinks(), inner_ipv6=False,
+                          log_level="warn", scheduler=None, hold_ms=None, congestion_controller=None,
+                          reorder=reorder)
+        pair.start()
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                t = time.time() - topo.emulator_epoch_unix_s
+                ss_output = topo.server.run("ss", "-tin", "state", "established", check=False,
+                                            capture=True).stdout
+                rows.append(row(t, ss_output, status(topo.server, pair, "server"), status(topo.client, pair, "client")))
+                time.sleep(0.03)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            _, received = failover.download(topo, SERVER_TUN_ADDR, count, args.cc, [])
+        finally:
+            stop.set()
+            sampler.join()
+            pair.stop()
+        gaps = [(round(end - topo.emulator_epoch_unix_s - ms / 1000, 2), ms)
+                for end, ms in received["gaps_over_20ms"] if ms >= 100]
+    paths = max((sum(key.startswith("path") for key in sample) // len(PATH_COLUMNS) for sample in rows), default=0)
+    columns = COLUMNS + [f"path{index}_{name}" for index in range(paths) for name in PATH_COLUMNS]
+    with args.out.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"longest gap {received['longest_gap_ms']} ms; gaps of 100 ms or more (start s, ms): {gaps}")
+    print(f"{len(rows)} samples in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
