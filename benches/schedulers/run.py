@@ -26,6 +26,10 @@ target/release/mptund.
     sudo python3 benches/schedulers/run.py --scenario three-paths-lossy --schedulers default blest
     sudo python3 benches/schedulers/run.py --scenario two-paths-bdp-buffers --schedulers default \
         --baseline-bin /tmp/mptund-previous --skip-references                # A/B of two builds
+    for pass in 1 2 3; do                                                  # the matrix in passes
+      sudo python3 benches/schedulers/run.py --matrix --repeats 1 --first-repeat $pass --duration 12 \
+          --out benches/schedulers/results-matrix-new --skip-existing      # (resumes a broken pass)
+    done
     python3 benches/schedulers/run.py --report --out benches/schedulers/results-matrix
 """
 
