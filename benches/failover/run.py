@@ -69,21 +69,38 @@ def download(topo: Topology, server_addr: str, count: int, cc: str, wrap: list[s
     return sent, received
 
 
+def transfer_bytes(summary: dict) -> int:
+    """Enough bytes to keep the flow busy for about the scenario's duration at 60% of
+    the nominal sum, so every blockage falls inside the transfer."""
+    rates = [path["down"]["rate_mbit"] or 0.0 for path in summary["paths"]]
+    duration_s = float(summary.get("duration_s") or 20)
+    return int(sum(rates) * 1e6 / 8 * duration_s * 0.6)
+
+
+def default_daemons(topo: Topology, reorder: dict | None = None) -> DaemonPair:
+    """Both daemons, started, with their own defaults (scheduler, reorder hold, path
+    congestion control) but for the given `[reorder]` settings."""
+    pair = DaemonPair(topo.testbed, topo.client, topo.server, topo.uplinks(), inner_ipv6=False,
+                      log_level="warn", scheduler=None, hold_ms=None, congestion_controller=None,
+                      reorder=reorder or {})
+    pair.start()
+    return pair
+
+
+def gap_starts(topo: Topology, received: dict) -> list[list[float]]:
+    """The receiver's gaps of 20 ms or more as [seconds since the emulator started, ms]."""
+    return [[round(end - topo.emulator_epoch_unix_s - ms / 1000, 2), ms]
+            for end, ms in received["gaps_over_20ms"]]
+
+
 def run_one(scenario: Path, mode: str, cc: str, repeat: int, reorder: dict | None = None) -> dict:
     summary = scenario_summary(scenario)
     rates = [path["down"]["rate_mbit"] or 0.0 for path in summary["paths"]]
-    duration_s = float(summary.get("duration_s") or 20)
-    # Enough bytes to keep the flow busy for about the scenario's duration at 60%
-    # of the nominal sum, so every blockage falls inside the transfer.
-    count = int(sum(rates) * 1e6 / 8 * duration_s * 0.6)
+    count = transfer_bytes(summary)
     with Topology(scenario=scenario) as topo:
         pair = None
         if mode == "mptund":
-            # The daemon's own defaults: scheduler, reorder hold and path congestion control.
-            pair = DaemonPair(topo.testbed, topo.client, topo.server, topo.uplinks(), inner_ipv6=False,
-                              log_level="warn", scheduler=None, hold_ms=None, congestion_controller=None,
-                              reorder=reorder or {})
-            pair.start()
+            pair = default_daemons(topo, reorder)
             server_addr, wrap = SERVER_TUN_ADDR, []
         else:
             topo.enable_mptcp()
@@ -114,8 +131,7 @@ def run_one(scenario: Path, mode: str, cc: str, repeat: int, reorder: dict | Non
         "longest_gap_ms": received["longest_gap_ms"],
         # Every gap of 20 ms or more as [seconds since the emulator started, ms], to
         # tell a blockage's gap from one of the flow's own.
-        "gaps": [[round(end - topo.emulator_epoch_unix_s - ms / 1000, 2), ms]
-                 for end, ms in received["gaps_over_20ms"]],
+        "gaps": gap_starts(topo, received),
         "rto": rto,
         "tunnel": tunnel,
     }
@@ -174,6 +190,11 @@ def setting_value(text: str):
         return text
 
 
+def settings(items: list[str]) -> dict:
+    """`KEY=VALUE` arguments as a settings table."""
+    return {key: setting_value(value) for key, value in (item.split("=", 1) for item in items)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", type=Path, action="append", help="default: the three blockage scenarios")
@@ -185,7 +206,7 @@ def main() -> int:
                         help="a [reorder] setting for both daemons instead of its default, "
                              "e.g. equalize_delay=off (repeatable)")
     args = parser.parse_args()
-    reorder = {key: setting_value(value) for key, value in (s.split("=", 1) for s in args.reorder)}
+    reorder = settings(args.reorder)
     results = []
     for scenario in args.scenario or SCENARIOS:
         for cc in args.cc:

@@ -84,17 +84,10 @@ def main() -> int:
                         help="a [reorder] setting for both daemons, as in run.py")
     parser.add_argument("--out", type=Path, required=True, help="the CSV to write")
     args = parser.parse_args()
-    reorder = {key: failover.setting_value(value)
-               for key, value in (item.split("=", 1) for item in args.reorder)}
-    summary = failover.scenario_summary(args.scenario)
-    rates = [path["down"]["rate_mbit"] or 0.0 for path in summary["paths"]]
-    count = int(sum(rates) * 1e6 / 8 * float(summary.get("duration_s") or 20) * 0.6)
+    count = failover.transfer_bytes(failover.scenario_summary(args.scenario))
     rows = []
     with Topology(scenario=args.scenario) as topo:
-        pair = DaemonPair(topo.testbed, topo.client, topo.server, topo.uplinks(), inner_ipv6=False,
-                          log_level="warn", scheduler=None, hold_ms=None, congestion_controller=None,
-                          reorder=reorder)
-        pair.start()
+        pair = failover.default_daemons(topo, failover.settings(args.reorder))
         stop = threading.Event()
 
         def sample():
@@ -113,8 +106,7 @@ def main() -> int:
             stop.set()
             sampler.join()
             pair.stop()
-        gaps = [(round(end - topo.emulator_epoch_unix_s - ms / 1000, 2), ms)
-                for end, ms in received["gaps_over_20ms"] if ms >= 100]
+        gaps = [gap for gap in failover.gap_starts(topo, received) if gap[1] >= 100]
     paths = max((sum(key.startswith("path") for key in sample) // len(PATH_COLUMNS) for sample in rows), default=0)
     columns = COLUMNS + [f"path{index}_{name}" for index in range(paths) for name in PATH_COLUMNS]
     with args.out.open("w", newline="") as out:
