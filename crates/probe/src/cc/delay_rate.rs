@@ -69,7 +69,7 @@
 //!   modems, inner cubic, 32.6 against 35.0 Mbit/s, means of three runs.)
 //! - **Startup pacing** is at least the initial window per min_rtt: a starting inner
 //!   flow's first delivery rates measure the flow, not the path. Linux BBR's floor is
-//!   2/ln 2 times that; here it paced uplinks slower than that at several times their
+//!   2/ln 2 times higher; that paced uplinks slower than it at several times their
 //!   rate, and one inner cubic flow over eight LTE uplinks fell from 18 to 11 Mbit/s in
 //!   most runs (`benches/schedulers/REPORT.md`).
 //!
