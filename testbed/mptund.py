@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +78,8 @@ class DaemonPair:
     # None leaves a setting out of the configuration: the daemon's own default.
     scheduler: str | None = "round-robin"
     hold_ms: int | None = 100
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mptund-")))
+    # None: a scratch directory of the test bed, removed when the bed closes.
+    workdir: Path | None = None
     log_level: str = "info"
     # The emulated topology disables IPv6 in its namespaces.
     inner_ipv6: bool = True
@@ -102,6 +102,8 @@ class DaemonPair:
     path_settings: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        if self.workdir is None:
+            self.workdir = self.bed.scratch_dir("mptund-")
         self.binary = mptund_binary()
         self.client_proc: subprocess.Popen | None = None
         self.server_proc: subprocess.Popen | None = None

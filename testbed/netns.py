@@ -13,9 +13,12 @@ import atexit
 import os
 import random
 import signal
+import shutil
 import string
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 _LIVE_TESTBEDS: list["Testbed"] = []
 _HANDLERS_INSTALLED = False
@@ -100,6 +103,7 @@ class Testbed:
         self.prefix = prefix or unique_prefix()
         self._namespaces: list[Netns] = []
         self._processes: list[subprocess.Popen] = []
+        self._scratch_dirs: list[Path] = []
         self._closed = False
         _install_handlers()
         _LIVE_TESTBEDS.append(self)
@@ -124,6 +128,13 @@ class Testbed:
               "peer", "name", b_if, "netns", b.name, "mtu", str(mtu))
         a.run("ip", "link", "set", a_if, "up")
         b.run("ip", "link", "set", b_if, "up")
+
+    def scratch_dir(self, prefix: str) -> Path:
+        """A temporary directory removed on close (kept if TESTBED_KEEP_WORKDIR is set),
+        so that no keys or logs pile up in /tmp run after run."""
+        path = Path(tempfile.mkdtemp(prefix=prefix))
+        self._scratch_dirs.append(path)
+        return path
 
     def stop_process(self, proc: subprocess.Popen, sig=signal.SIGTERM, timeout=10.0) -> int | None:
         """Signal one of our processes by PID and wait for it; SIGKILL if it lingers."""
@@ -159,5 +170,8 @@ class Testbed:
             if not any(ns.name in listed for ns in self._namespaces):
                 break
             time.sleep(0.05)
+        if not os.environ.get("TESTBED_KEEP_WORKDIR"):
+            for path in self._scratch_dirs:
+                shutil.rmtree(path, ignore_errors=True)
         if self in _LIVE_TESTBEDS:
             _LIVE_TESTBEDS.remove(self)

@@ -269,14 +269,14 @@ class Topology:
 
     def close(self) -> None:
         """Stops the emulator, removes namespaces and processes, and the work
-        directory if this object made it (set TOPOLOGY_KEEP_WORKDIR=1 to keep logs)."""
+        directory if this object made it (set TESTBED_KEEP_WORKDIR=1 to keep logs)."""
         try:
             self.stop_emulator()
         finally:
             if self.testbed is not None:
                 self.testbed.close()
                 self.testbed = None
-            if self._own_workdir and not os.environ.get("TOPOLOGY_KEEP_WORKDIR"):
+            if self._own_workdir and not os.environ.get("TESTBED_KEEP_WORKDIR"):
                 shutil.rmtree(self.workdir, ignore_errors=True)
 
     def environment(self) -> dict[str, str]:

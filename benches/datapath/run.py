@@ -32,7 +32,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -107,7 +106,7 @@ def run_raw(bed: Testbed, duration_s: int) -> dict:
 
 def run_wireguard(bed: Testbed, wireguard: Path, duration_s: int) -> dict:
     client, server, _ = direct_topology(bed, 1)
-    workdir = Path(tempfile.mkdtemp(prefix="datapath-wg-"))
+    workdir = bed.scratch_dir("datapath-wg-")
     keys = {}
     for side in ("client", "server"):
         private = subprocess.run(["wg", "genkey"], capture_output=True, text=True, check=True).stdout.strip()

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -183,10 +184,13 @@ def main() -> None:
     loadgen = build()
     workdir = Path(tempfile.mkdtemp(prefix="mptund-scale-"))
     results = []
-    for count in (int(c) for c in args.counts.split(",")):
-        row = measure(count, loadgen, args.window, workdir)
-        print(json.dumps(row), flush=True)
-        results.append(row)
+    try:
+        for count in (int(c) for c in args.counts.split(",")):
+            row = measure(count, loadgen, args.window, workdir)
+            print(json.dumps(row), flush=True)
+            results.append(row)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     args.out.write_text(json.dumps({
         "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
         "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
