@@ -84,7 +84,10 @@ pub fn session_settings() -> mptund::session::SessionSettings {
     let mut settings =
         mptund::session::testing::session_settings("round-robin", Duration::from_millis(100), MTU);
     // The forged timestamps reach the delay equalization too.
-    settings.equalize_delay = Some(mptund::config::EqualizeScope::AllPaths);
+    settings.equalize_delay = Some(mptund_sched::Equalization {
+        scope: mptund_sched::EqualizeScope::AllPaths,
+        percent: 50,
+    });
     settings
 }
 

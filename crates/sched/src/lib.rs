@@ -53,9 +53,9 @@ pub use predict::{
 };
 pub use redundant::Redundant;
 pub use reorder::{
-    AdaptiveHold, DelayEqualizer, DelayLine, EqualizeScope, HoldBounds, HoldHistogram,
-    RejectReason, Rejected, ReorderBuffer, ReorderConfig, ReorderStats, DATA_ACTIVE_WINDOW,
-    HEARD_WINDOW, HOLD_BUCKET_BOUNDS, MAX_REORDER_CAPACITY,
+    AdaptiveHold, DelayEqualizer, DelayLine, Equalization, EqualizeScope, HoldBounds,
+    HoldHistogram, RejectReason, Rejected, ReorderBuffer, ReorderConfig, ReorderStats,
+    DATA_ACTIVE_WINDOW, HEARD_WINDOW, HOLD_BUCKET_BOUNDS, MAX_REORDER_CAPACITY,
 };
 pub use round_robin::RoundRobin;
 pub use scheduler::{

@@ -48,7 +48,9 @@ mod hold;
 #[cfg(test)]
 mod tests;
 
-pub use equalize::{DelayEqualizer, DelayLine, EqualizeScope, DATA_ACTIVE_WINDOW, HEARD_WINDOW};
+pub use equalize::{
+    DelayEqualizer, DelayLine, Equalization, EqualizeScope, DATA_ACTIVE_WINDOW, HEARD_WINDOW,
+};
 pub use hold::{AdaptiveHold, HoldBounds, HoldHistogram, HOLD_BUCKET_BOUNDS};
 
 /// A raw one-way delay (the receiver's clock minus the sender's transmit timestamp,

@@ -48,12 +48,16 @@ pub const KNOWN_CONTROLLERS: &[&str] = mptund_probe::CONTROLLER_NAMES;
 /// capacity from the scheduler; the scheduler benchmark (`benches/schedulers/`)
 /// measured it well ahead of CUBIC wherever one flow crosses four to eight modems.
 pub const DEFAULT_CONTROLLER: &str = "delay-rate";
-/// Default `reorder.equalize_delay`: off. With `all-paths` the scheduler benchmark's
-/// 48 cells gained 3 % (geometric mean; inner BBR +12 to +20 % on lossy and
-/// many-modem paths), but an inner BBR flow then went 350-585 ms without a byte
-/// whenever a path died, against the failover target of 300 ms (167-196 ms with
-/// it off; `benches/failover/REPORT.md`).
-pub const DEFAULT_EQUALIZE_DELAY: &str = "off";
+/// Default `reorder.equalize_delay`: every path heard from, so an inner flow has the
+/// delay it will have under load from its first packet.
+pub const DEFAULT_EQUALIZE_DELAY: &str = "all-paths";
+/// Default `reorder.equalize_percent`: halfway, the least that lets an inner BBR's
+/// window span the slowest path (see `mptund_sched::DelayEqualizer`). It gained
+/// +31 % (download) and +19 % (upload) on seven mixed paths with inner BBR. All the
+/// way gained less there and, with an inner BBR, left 350-585 ms without a byte
+/// whenever a path died, against the failover target of 300 ms
+/// (`benches/failover/REPORT.md`).
+pub const DEFAULT_EQUALIZE_PERCENT: u8 = 50;
 /// Default `congestion.queue_capacity_packets`: the send queue in front of full
 /// paths holds about 15 ms at 1 Gbit/s; the sojourn limit, not this, bounds delay.
 pub const DEFAULT_QUEUE_CAPACITY_PACKETS: usize = 1024;
@@ -241,6 +245,9 @@ pub struct ReorderConfig {
     /// Which paths' delay inner packets are brought up to before they are handed on
     /// (adding at most `max_hold`), so the inner flow sees one delay; `None`: off.
     pub equalize_delay: Option<EqualizeScope>,
+    /// How far toward the slowest of those paths' base delays: 0 the fastest's, 100
+    /// the slowest's.
+    pub equalize_percent: u8,
     /// Shortest adaptive hold.
     pub min_hold: Duration,
     /// Longest wait for a missing packet before releasing what follows it.

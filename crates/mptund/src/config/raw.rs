@@ -113,6 +113,7 @@ pub(super) struct RawScheduler {
 pub(super) struct RawReorder {
     pub adaptive: Option<Sp<bool>>,
     pub equalize_delay: Option<Sp<String>>,
+    pub equalize_percent: Option<Sp<i64>>,
     pub min_hold_ms: Option<Sp<i64>>,
     pub max_hold_ms: Option<Sp<i64>>,
     pub capacity_packets: Option<Sp<i64>>,

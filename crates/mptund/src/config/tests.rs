@@ -196,7 +196,8 @@ fn client_example_parses() {
         config.reorder,
         ReorderConfig {
             adaptive: true,
-            equalize_delay: None,
+            equalize_delay: Some(EqualizeScope::AllPaths),
+            equalize_percent: 50,
             min_hold: Duration::from_millis(10),
             max_hold: Duration::from_millis(200),
             capacity_packets: 4096
@@ -309,6 +310,12 @@ fn equalize_delay_names_a_scope_or_off() {
         config.reorder.equalize_delay,
         EqualizeScope::from_config_name(DEFAULT_EQUALIZE_DELAY)
     );
+    assert_eq!(config.reorder.equalize_percent, DEFAULT_EQUALIZE_PERCENT);
+    for percent in [0, 35, 100] {
+        let text = format!("{MINIMAL_CLIENT}[reorder]\nequalize_percent = {percent}\n");
+        let config = client(parse("client.toml", &text, &dir.path).unwrap());
+        assert_eq!(i64::from(config.reorder.equalize_percent), percent);
+    }
 }
 
 #[test]
@@ -595,6 +602,7 @@ fn broken_configs() -> Vec<Broken> {
         c("min_hold_ms above max_hold_ms", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 50\nmin_hold_ms = 60\n"), Some(14), "reorder.min_hold_ms", "above max_hold_ms (50 ms)", "lower min_hold_ms"),
         c("adaptive not a boolean", format!("{MINIMAL_CLIENT}[reorder]\nadaptive = \"yes\"\n"), Some(13), "reorder.adaptive", "expected a boolean", "true` or `false"),
         c("unknown equalization", format!("{MINIMAL_CLIENT}[reorder]\nequalize_delay = \"all\"\n"), Some(13), "reorder.equalize_delay", "unknown delay equalization \"all\"", "known delay equalizations: \"off\", \"in-use\", \"all-paths\""),
+        c("equalize_percent out of range", format!("{MINIMAL_CLIENT}[reorder]\nequalize_percent = 150\n"), Some(13), "reorder.equalize_percent", "150 % is out of range", "from 0 to 100 %"),
         c("equalization as a boolean", format!("{MINIMAL_CLIENT}[reorder]\nequalize_delay = true\n"), Some(13), "reorder.equalize_delay", "expected a string", ""),
         c("ecf_hysteresis out of range", format!("{MINIMAL_CLIENT}[scheduler]\necf_hysteresis = 1.5\n"), Some(13), "scheduler.ecf_hysteresis", "1.5 is out of range", "from 0 to 1"),
         c("blest_lambda not a number", format!("{MINIMAL_CLIENT}[scheduler]\nblest_lambda = \"high\"\n"), Some(13), "scheduler.blest_lambda", "expected f64", ""),

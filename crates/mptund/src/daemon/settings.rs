@@ -3,7 +3,7 @@
 //! setting means the same in both.
 
 use mptund_probe::{ProbeConfig, INITIAL_RTT};
-use mptund_sched::{HoldBounds, ReorderConfig, SchedulerParams};
+use mptund_sched::{Equalization, HoldBounds, ReorderConfig, SchedulerParams};
 
 use super::udp::Binding;
 use crate::config::{
@@ -128,7 +128,10 @@ fn session(
             max_hold: reorder.max_hold,
             capacity: reorder.capacity_packets,
         },
-        equalize_delay: reorder.equalize_delay,
+        equalize_delay: reorder.equalize_delay.map(|scope| Equalization {
+            scope,
+            percent: reorder.equalize_percent,
+        }),
         adaptive_hold: reorder.adaptive.then_some(HoldBounds {
             min: reorder.min_hold,
             max: reorder.max_hold,

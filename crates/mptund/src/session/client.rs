@@ -199,6 +199,14 @@ impl ClientCore {
         }
     }
 
+    /// Whether the send queue's CoDel is paused after a path fell silent (tests).
+    #[cfg(test)]
+    pub fn send_queue_settling(&self, now: Instant) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|session| session.sender.send_queue.settling_after_capacity_fall(now))
+    }
+
     #[cfg(test)]
     pub fn deadlines(&self) -> String {
         self.session

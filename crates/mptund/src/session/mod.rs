@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use mptund_probe::{Liveness, LostPacket, ProbeConfig};
 use mptund_sched::{
-    AdaptiveHold, AnyScheduler, DelayEqualizer, DelayLine, EqualizeScope, HoldBounds, PathId,
+    AdaptiveHold, AnyScheduler, DelayEqualizer, DelayLine, Equalization, HoldBounds, PathId,
     PathView, ReorderBuffer, ReorderConfig, SchedulerParams, SeqNo,
 };
 
@@ -148,9 +148,10 @@ pub struct SessionSettings {
     pub reorder: ReorderConfig,
     /// The hold follows the paths' one-way-delay spread within these bounds.
     pub adaptive_hold: Option<HoldBounds>,
-    /// Inner packets are handed on at the delay of the slowest path of this scope,
-    /// adding at most `reorder.max_hold` (see `mptund_sched::DelayEqualizer`).
-    pub equalize_delay: Option<EqualizeScope>,
+    /// Inner packets are handed on no earlier than a delay between the fastest and the
+    /// slowest path's, adding at most `reorder.max_hold` (see
+    /// `mptund_sched::DelayEqualizer`).
+    pub equalize_delay: Option<Equalization>,
     /// A path with nothing authenticated received for this long is down, whatever its
     /// RTT-derived liveness says (an upper bound for silent, idle paths).
     pub path_timeout: Duration,
@@ -273,9 +274,9 @@ impl Session {
             receiver: Receiver {
                 reorder: ReorderBuffer::new(settings.reorder, SeqNo(0)),
                 adaptive_hold: settings.adaptive_hold.map(AdaptiveHold::new),
-                equalizer: settings
-                    .equalize_delay
-                    .map(|scope| DelayEqualizer::new(scope, settings.reorder.max_hold)),
+                equalizer: settings.equalize_delay.map(|equalization| {
+                    DelayEqualizer::new(equalization, settings.reorder.max_hold)
+                }),
                 delay_line: DelayLine::default(),
             },
             paths,

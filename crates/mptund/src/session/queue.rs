@@ -31,9 +31,19 @@ pub struct SendQueueConfig {
     pub max_sojourn: Duration,
 }
 
+/// How long CoDel does not drop after a path that carried data fell silent. The
+/// inner flow's window was sized for the capacity before the fall, so the queue
+/// stands until the flow learns the new one: a rate-based flow (BBR) takes its
+/// bandwidth filter's ten round trips, about 2 s at the 150-200 ms an inner RTT
+/// grows to meanwhile, and ignores the drops until then. Each drop only cost the
+/// receiving application an inner RTT without a byte. The sojourn limit still holds.
+pub(super) const CAPACITY_FALL_GRACE: Duration = Duration::from_secs(2);
+
 pub(super) struct SendQueue {
     pub(super) packets: VecDeque<(Instant, Packet)>,
     codel: Option<CoDel>,
+    /// When a path carrying data last fell silent (see `CAPACITY_FALL_GRACE`).
+    capacity_fell_at: Option<Instant>,
     /// Inner bytes waiting, for schedulers that weigh the backlog (ECF).
     pub(super) bytes: u64,
     config: SendQueueConfig,
@@ -44,6 +54,7 @@ impl SendQueue {
         Self {
             packets: VecDeque::new(),
             codel: None,
+            capacity_fell_at: None,
             bytes: 0,
             config,
         }
@@ -72,6 +83,22 @@ impl SendQueue {
         Some((queued_at, packet))
     }
 
+    /// A path that carried data fell silent or went away: the paths can carry less
+    /// than the inner flows' windows were sized for. A path that goes down after it
+    /// fell silent is the same fall: the grace runs from the first sign.
+    pub fn on_capacity_fall(&mut self, now: Instant) {
+        if !self.settling_after_capacity_fall(now) {
+            self.capacity_fell_at = Some(now);
+        }
+    }
+
+    /// Within the grace after a capacity fall, when the queue is the inner flows'
+    /// adjustment to the new capacity, not a standing queue to drop from.
+    pub(super) fn settling_after_capacity_fall(&self, now: Instant) -> bool {
+        self.capacity_fell_at
+            .is_some_and(|at| now.saturating_duration_since(at) < CAPACITY_FALL_GRACE)
+    }
+
     pub fn len(&self) -> usize {
         self.packets.len()
     }
@@ -79,6 +106,7 @@ impl SendQueue {
     /// Moves the packets waiting in `other` (a queue with the old limits) to the back
     /// of this one, in order.
     pub fn take_packets_from(&mut self, mut other: SendQueue) {
+        self.capacity_fell_at = other.capacity_fell_at;
         while let Some((queued_at, packet)) = other.pop_front() {
             self.push_back(queued_at, packet);
         }
@@ -129,15 +157,16 @@ impl Session {
                 .paths
                 .iter()
                 .any(|path| path.still_growing(now, path_timeout));
+            let hold_drops = ramping_up || self.sender.send_queue.settling_after_capacity_fall(now);
             let codel = self
                 .sender
                 .send_queue
                 .codel
                 .get_or_insert_with(|| CoDel::new(config.codel, now));
-            if ramping_up {
+            if hold_drops {
                 codel.forget_standing_queue();
             }
-            if over_limit || (!ramping_up && codel.should_drop(now, sojourn, queued)) {
+            if over_limit || (!hold_drops && codel.should_drop(now, sojourn, queued)) {
                 if let Some((_, packet)) = self.sender.send_queue.pop_front() {
                     pool.recycle(packet);
                 }

@@ -116,7 +116,7 @@ impl Session {
             // Packets already in the delay line keep their times.
             self.receiver.equalizer = settings
                 .equalize_delay
-                .map(|scope| DelayEqualizer::new(scope, settings.reorder.max_hold));
+                .map(|equalization| DelayEqualizer::new(equalization, settings.reorder.max_hold));
         } else if let Some(equalizer) = &mut self.receiver.equalizer {
             equalizer.set_cap(settings.reorder.max_hold);
         }

@@ -151,6 +151,7 @@ impl Session {
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) {
+        self.sender.send_queue.on_capacity_fall(now);
         let mut copies = std::mem::take(&mut self.sender.copies);
         self.paths[index].copy_uncopied(pool, &mut copies);
         for copy in copies.drain(..) {
@@ -169,6 +170,7 @@ impl Session {
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
+        self.sender.send_queue.on_capacity_fall(now);
         self.sender.lost.clear();
         self.paths[index]
             .probe

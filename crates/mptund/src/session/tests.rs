@@ -609,9 +609,15 @@ fn adaptive_hold_follows_the_delay_spread_of_the_paths() {
 
 /// How long after it was sent a lone packet reaches the server's TUN, with the
 /// paths 10 and 40 ms one way, the min-RTT scheduler (every packet on the 10 ms
-/// path) and `equalize` as the server's delay equalization.
+/// path) and `equalize` as the server's delay equalization (all the way).
 fn lone_packet_delay(equalize: Option<mptund_sched::EqualizeScope>) -> Duration {
-    let mut net = Net::established_with(&[10, 40], equalizing(equalize));
+    lone_packet_delay_at(equalize, 100)
+}
+
+fn lone_packet_delay_at(equalize: Option<mptund_sched::EqualizeScope>, percent: u8) -> Duration {
+    let mut session = equalizing(equalize);
+    session.equalize_delay = equalize.map(|scope| Equalization { scope, percent });
+    let mut net = Net::established_with(&[10, 40], session);
     // Keepalives have crossed both paths: the server knows both delays.
     net.run_for(Duration::from_millis(1500));
     net.lone_packet_delay()
@@ -619,7 +625,10 @@ fn lone_packet_delay(equalize: Option<mptund_sched::EqualizeScope>) -> Duration 
 
 fn equalizing(equalize: Option<mptund_sched::EqualizeScope>) -> SessionSettings {
     let mut session = super::testing::session_settings("min-rtt", Duration::from_millis(200), MTU);
-    session.equalize_delay = equalize;
+    session.equalize_delay = equalize.map(|scope| Equalization {
+        scope,
+        percent: 100,
+    });
     session
 }
 
@@ -652,6 +661,9 @@ fn delay_equalization_hands_packets_on_at_the_slowest_paths_delay() {
     // Every path heard from: brought up to the 40 ms path's delay.
     let all = lone_packet_delay(Some(mptund_sched::EqualizeScope::AllPaths));
     assert!((40..=41).contains(&ms(all)), "{all:?}");
+    // Halfway: the midpoint of the two paths' delays.
+    let half = lone_packet_delay_at(Some(mptund_sched::EqualizeScope::AllPaths), 50);
+    assert!((25..=26).contains(&ms(half)), "{half:?}");
 }
 
 #[test]
@@ -685,7 +697,10 @@ fn delay_equalization_follows_a_reload() {
 #[test]
 fn delay_equalization_keeps_order_and_reports_the_added_delay() {
     let mut session = settings(Duration::from_millis(200));
-    session.equalize_delay = Some(mptund_sched::EqualizeScope::InUse);
+    session.equalize_delay = Some(Equalization {
+        scope: mptund_sched::EqualizeScope::InUse,
+        percent: 100,
+    });
     let mut net = Net::established_with(&[10, 40], session);
     // Round-robin: both paths carry data, so every packet is handed on at 40 ms.
     for tag in 0..100 {
@@ -964,6 +979,49 @@ fn packets_in_flight_on_a_dying_path_are_reinjected_and_the_stream_completes() {
     // Some packets in flight at the cut had arrived and only their acknowledgements
     // died: their re-sent copies are dropped as duplicates, never delivered twice.
     assert!(net.server.drops().get(DropReason::Duplicate) <= 10);
+}
+
+#[test]
+fn a_path_falling_silent_pauses_the_send_queue_aqm_for_the_grace_only() {
+    let mut net = Net::established(&[10, 15], Duration::from_millis(1000));
+    let mut tag = 0;
+    let mut stream_for = |net: &mut Net, duration: Duration| {
+        let until = net.now + duration;
+        while net.now < until {
+            net.client_sends(tag, 1000);
+            tag += 1;
+            net.run_for(Duration::from_micros(500));
+        }
+    };
+    stream_for(&mut net, Duration::from_millis(300));
+    assert!(!net.client.send_queue_settling(net.now), "no fall yet");
+    net.cut[0] = true;
+    let cut_at = net.now;
+    while !net.client.send_queue_settling(net.now) {
+        assert!(
+            net.now < cut_at + Duration::from_secs(1),
+            "the silent path was never noticed: {}",
+            net.client.deadlines()
+        );
+        stream_for(&mut net, Duration::from_millis(1));
+    }
+    let noticed_at = net.now;
+    // Going down later is the same fall: the grace is not extended.
+    stream_for(
+        &mut net,
+        super::queue::CAPACITY_FALL_GRACE - Duration::from_millis(10),
+    );
+    assert_eq!(
+        net.client.report(net.now).sessions[0].paths[0].state,
+        "down"
+    );
+    assert!(net.client.send_queue_settling(net.now));
+    stream_for(&mut net, Duration::from_millis(20));
+    assert!(
+        !net.client.send_queue_settling(net.now),
+        "still paused {:?} after the fall",
+        net.now - noticed_at
+    );
 }
 
 #[test]

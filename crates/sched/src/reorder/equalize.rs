@@ -15,13 +15,20 @@
 //!   (HyStart, RFC 9406 §4.2): the rise is the paths' delay difference, not a queue.
 //!
 //! Kernel MPTCP does not have the problem: each subflow measures its own path. A
-//! tunnel has one flow to serve, so it gives that flow a stable delay instead:
-//! every data packet is handed on no earlier than the slowest path's base delay after
-//! it was sent (of the paths in scope, see below). Packets behind a slow path's packet are late enough
-//! already and are not delayed further; only those that would overtake the delay the
-//! flow sees under load wait. This is the delay-equalization idea of multipath
-//! real-time transport (Chebrolu & Rao, IEEE TMC 2006, §4, deliver in order at a
-//! common delay), applied to the release rather than the schedule.
+//! tunnel has one flow to serve, so it gives that flow a steadier delay instead:
+//! every data packet is handed on no earlier than a target delay after it was sent,
+//! between the fastest and the slowest path's base delay (of the paths in scope, see
+//! below). Packets behind a slow path's packet are late enough already and are not
+//! delayed further; only those that would overtake the target wait. This is the
+//! delay-equalization idea of multipath real-time transport (Chebrolu & Rao, IEEE
+//! TMC 2006, §4, deliver in order at a common delay), applied to the release rather
+//! than the schedule.
+//!
+//! The target is [`Equalization::percent`] of the way from the fastest to the
+//! slowest base delay. Halfway is enough for BBR: with a min RTT of (fast + slow) / 2
+//! its window of 2 × bandwidth × min RTT spans fast + slow, more than the slow
+//! path's RTT. All the way also fixes HyStart, but the larger window it gives every
+//! flow has to wait in the send queue whenever a path dies.
 //!
 //! The receiver cannot read the sender's clock, but it need not: each data packet
 //! carries the sender's transmit timestamp, so `arrival − transmit` is the one-way
@@ -137,6 +144,16 @@ impl EqualizeScope {
     }
 }
 
+/// What a [`DelayEqualizer`] does: which paths set the delay, and how far toward the
+/// slowest of them packets are brought up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Equalization {
+    /// Which paths set the delay.
+    pub scope: EqualizeScope,
+    /// 0: the fastest path's base delay (nothing is added), 100: the slowest's.
+    pub percent: u8,
+}
+
 /// A path heard from within this long counts for [`EqualizeScope::AllPaths`]: mptund's
 /// default 1 s keepalives with two to spare (as the adaptive hold's active window).
 pub const HEARD_WINDOW: Duration = Duration::from_secs(3);
@@ -146,6 +163,8 @@ pub const HEARD_WINDOW: Duration = Duration::from_secs(3);
 #[derive(Clone, Debug)]
 pub struct DelayEqualizer {
     scope: EqualizeScope,
+    /// How far from the fastest toward the slowest base delay, 0-100.
+    percent: u8,
     /// Never add more than this, and leave out paths whose base delay is more than
     /// this above the fastest one's.
     cap: Duration,
@@ -156,10 +175,11 @@ pub struct DelayEqualizer {
 }
 
 impl DelayEqualizer {
-    /// An equalizer over the paths of `scope` that adds at most `cap` to any packet.
-    pub fn new(scope: EqualizeScope, cap: Duration) -> Self {
+    /// An equalizer that adds at most `cap` to any packet.
+    pub fn new(equalization: Equalization, cap: Duration) -> Self {
         DelayEqualizer {
-            scope,
+            scope: equalization.scope,
+            percent: equalization.percent.min(100),
             cap,
             reference_us: None,
             paths: Vec::new(),
@@ -202,7 +222,7 @@ impl DelayEqualizer {
         if !carries_data {
             return Duration::ZERO;
         }
-        let Some((_, target_us)) = self.floors(now) else {
+        let Some(target_us) = self.target_us(now) else {
             return Duration::ZERO;
         };
         let wait_us = u64::try_from(target_us.saturating_sub(sample_us)).unwrap_or(0);
@@ -210,7 +230,7 @@ impl DelayEqualizer {
     }
 
     /// The lowest base delay of the paths in scope, and the highest within `cap` of
-    /// it: the delay every packet is brought up to. Relative to the reference.
+    /// it. Relative to the reference.
     fn floors(&self, now: Instant) -> Option<(i64, i64)> {
         let in_scope = || {
             self.paths
@@ -224,13 +244,20 @@ impl DelayEqualizer {
         Some((lowest, highest))
     }
 
-    /// How much later than its fastest path the inner flow is served now: the spread
-    /// of the base delays that set the target. For status and metrics.
+    /// The delay every packet is brought up to, relative to the reference.
+    fn target_us(&self, now: Instant) -> Option<i64> {
+        let (lowest, highest) = self.floors(now)?;
+        Some(lowest + (highest - lowest) * i64::from(self.percent) / 100)
+    }
+
+    /// How much later than its fastest path the inner flow is served now. For status
+    /// and metrics.
     pub fn added_delay(&self, now: Instant) -> Duration {
-        self.floors(now)
-            .map_or(Duration::ZERO, |(lowest, highest)| {
-                Duration::from_micros(u64::try_from(highest - lowest).unwrap_or(0))
-            })
+        let added_us = self
+            .floors(now)
+            .zip(self.target_us(now))
+            .map_or(0, |((lowest, _), target)| target - lowest);
+        Duration::from_micros(u64::try_from(added_us).unwrap_or(0))
     }
 }
 
@@ -307,8 +334,12 @@ mod tests {
         3_000_000_000u32.wrapping_add(owd_ms * 1000)
     }
 
+    fn equalizing(scope: EqualizeScope, percent: u8) -> DelayEqualizer {
+        DelayEqualizer::new(Equalization { scope, percent }, CAP)
+    }
+
     fn in_use() -> DelayEqualizer {
-        DelayEqualizer::new(EqualizeScope::InUse, CAP)
+        equalizing(EqualizeScope::InUse, 100)
     }
 
     fn data(equalizer: &mut DelayEqualizer, at: Instant, path: u8, owd_ms: u32) -> Duration {
@@ -342,6 +373,25 @@ mod tests {
     }
 
     #[test]
+    fn halfway_brings_packets_up_to_the_midpoint_of_the_base_delays() {
+        let start = Instant::now();
+        let mut equalizer = equalizing(EqualizeScope::InUse, 50);
+        data(&mut equalizer, start, 0, 10);
+        data(&mut equalizer, start, 1, 40);
+        assert_eq!(data(&mut equalizer, start + ms(1), 0, 10), ms(15));
+        // Fast-path packets queued past the midpoint, and the slow path's, wait for
+        // nothing.
+        assert_eq!(data(&mut equalizer, start + ms(2), 0, 27), Duration::ZERO);
+        assert_eq!(data(&mut equalizer, start + ms(3), 1, 40), Duration::ZERO);
+        assert_eq!(equalizer.added_delay(start + ms(3)), ms(15));
+        // Zero percent adds nothing at all.
+        let mut none = equalizing(EqualizeScope::InUse, 0);
+        data(&mut none, start, 1, 40);
+        assert_eq!(data(&mut none, start, 0, 10), Duration::ZERO);
+        assert_eq!(none.added_delay(start), Duration::ZERO);
+    }
+
+    #[test]
     fn in_use_counts_paths_that_carried_data_recently() {
         let start = Instant::now();
         let mut equalizer = in_use();
@@ -360,7 +410,7 @@ mod tests {
     #[test]
     fn all_paths_counts_every_path_heard_from() {
         let start = Instant::now();
-        let mut equalizer = DelayEqualizer::new(EqualizeScope::AllPaths, CAP);
+        let mut equalizer = equalizing(EqualizeScope::AllPaths, 100);
         equalizer.on_arrival(start, PathId(1), raw(40), false);
         assert_eq!(data(&mut equalizer, start, 0, 10), ms(30));
         // A path not heard from for longer than the window stops counting.

@@ -280,6 +280,13 @@ impl Validator<'_> {
             &EqualizeScope::CONFIG_NAMES,
             DEFAULT_EQUALIZE_DELAY,
         )?);
+        let equalize_percent = self.integer(
+            reorder.equalize_percent.as_ref(),
+            "reorder.equalize_percent",
+            0..=100,
+            " %",
+            i64::from(DEFAULT_EQUALIZE_PERCENT),
+        )?;
         let capacity = self.integer(
             reorder.capacity_packets.as_ref(),
             "reorder.capacity_packets",
@@ -290,6 +297,7 @@ impl Validator<'_> {
         Ok(ReorderConfig {
             adaptive,
             equalize_delay,
+            equalize_percent: u8::try_from(equalize_percent).unwrap_or(DEFAULT_EQUALIZE_PERCENT),
             min_hold,
             max_hold,
             capacity_packets: usize::try_from(capacity).unwrap_or(DEFAULT_REORDER_CAPACITY_PACKETS),
