@@ -52,11 +52,11 @@ pub const DEFAULT_CONTROLLER: &str = "delay-rate";
 /// delay it will have under load from its first packet.
 pub const DEFAULT_EQUALIZE_DELAY: &str = "all-paths";
 /// Default `reorder.equalize_percent`: halfway, the least that lets an inner BBR's
-/// window span the slowest path (see `mptund_sched::DelayEqualizer`). It gained
-/// +31 % (download) and +19 % (upload) on seven mixed paths with inner BBR. All the
-/// way gained less there and, with an inner BBR, left 350-585 ms without a byte
-/// whenever a path died, against the failover target of 300 ms
-/// (`benches/failover/REPORT.md`).
+/// window span the slowest path (see `mptund_sched::DelayEqualizer`). On seven mixed
+/// paths it gained an inner BBR 23-31 % downloading and 19-23 % uploading, for 3 %
+/// of an inner CUBIC's download. All the way gained BBR 17-20 %, cost CUBIC 10 %,
+/// and left 350-585 ms without a byte whenever a path died, against the failover
+/// target of 300 ms (`benches/schedulers/REPORT.md`, `benches/failover/REPORT.md`).
 pub const DEFAULT_EQUALIZE_PERCENT: u8 = 50;
 /// Default `congestion.queue_capacity_packets`: the send queue in front of full
 /// paths holds about 15 ms at 1 Gbit/s; the sojourn limit, not this, bounds delay.

@@ -609,26 +609,17 @@ fn adaptive_hold_follows_the_delay_spread_of_the_paths() {
 
 /// How long after it was sent a lone packet reaches the server's TUN, with the
 /// paths 10 and 40 ms one way, the min-RTT scheduler (every packet on the 10 ms
-/// path) and `equalize` as the server's delay equalization (all the way).
-fn lone_packet_delay(equalize: Option<mptund_sched::EqualizeScope>) -> Duration {
-    lone_packet_delay_at(equalize, 100)
-}
-
-fn lone_packet_delay_at(equalize: Option<mptund_sched::EqualizeScope>, percent: u8) -> Duration {
-    let mut session = equalizing(equalize);
-    session.equalize_delay = equalize.map(|scope| Equalization { scope, percent });
-    let mut net = Net::established_with(&[10, 40], session);
+/// path) and `equalize` as the server's delay equalization, `percent` of the way.
+fn lone_packet_delay(equalize: Option<mptund_sched::EqualizeScope>, percent: u8) -> Duration {
+    let mut net = Net::established_with(&[10, 40], equalizing(equalize, percent));
     // Keepalives have crossed both paths: the server knows both delays.
     net.run_for(Duration::from_millis(1500));
     net.lone_packet_delay()
 }
 
-fn equalizing(equalize: Option<mptund_sched::EqualizeScope>) -> SessionSettings {
+fn equalizing(equalize: Option<mptund_sched::EqualizeScope>, percent: u8) -> SessionSettings {
     let mut session = super::testing::session_settings("min-rtt", Duration::from_millis(200), MTU);
-    session.equalize_delay = equalize.map(|scope| Equalization {
-        scope,
-        percent: 100,
-    });
+    session.equalize_delay = equalize.map(|scope| Equalization { scope, percent });
     session
 }
 
@@ -654,28 +645,28 @@ impl Net {
 fn delay_equalization_hands_packets_on_at_the_slowest_paths_delay() {
     let ms = |delay: Duration| delay.as_millis();
     // Off: the fast path's 10 ms.
-    assert!((10..=11).contains(&ms(lone_packet_delay(None))));
+    assert!((10..=11).contains(&ms(lone_packet_delay(None, 100))));
     // In use: only the 10 ms path carried data, so nothing is added.
-    let in_use = lone_packet_delay(Some(mptund_sched::EqualizeScope::InUse));
+    let in_use = lone_packet_delay(Some(mptund_sched::EqualizeScope::InUse), 100);
     assert!((10..=11).contains(&ms(in_use)), "{in_use:?}");
     // Every path heard from: brought up to the 40 ms path's delay.
-    let all = lone_packet_delay(Some(mptund_sched::EqualizeScope::AllPaths));
+    let all = lone_packet_delay(Some(mptund_sched::EqualizeScope::AllPaths), 100);
     assert!((40..=41).contains(&ms(all)), "{all:?}");
     // Halfway: the midpoint of the two paths' delays.
-    let half = lone_packet_delay_at(Some(mptund_sched::EqualizeScope::AllPaths), 50);
+    let half = lone_packet_delay(Some(mptund_sched::EqualizeScope::AllPaths), 50);
     assert!((25..=26).contains(&ms(half)), "{half:?}");
 }
 
 #[test]
 fn delay_equalization_follows_a_reload() {
     let all_paths = Some(mptund_sched::EqualizeScope::AllPaths);
-    let mut net = Net::established_with(&[10, 40], equalizing(all_paths));
+    let mut net = Net::established_with(&[10, 40], equalizing(all_paths, 100));
     net.run_for(Duration::from_millis(1500));
     assert!((40..=41).contains(&net.lone_packet_delay().as_millis()));
     net.server
         .apply_settings(
             net.now,
-            equalizing(None),
+            equalizing(None, 100),
             path_settings(),
             Duration::from_secs(60),
         )
@@ -684,14 +675,15 @@ fn delay_equalization_follows_a_reload() {
     net.server
         .apply_settings(
             net.now,
-            equalizing(all_paths),
+            equalizing(all_paths, 50),
             path_settings(),
             Duration::from_secs(60),
         )
         .unwrap();
-    // A fresh equalizer learns both paths' delays from their next datagrams.
+    // A fresh equalizer learns both paths' delays from their next datagrams, and
+    // brings packets halfway now.
     net.run_for(Duration::from_millis(1500));
-    assert!((40..=41).contains(&net.lone_packet_delay().as_millis()));
+    assert!((25..=26).contains(&net.lone_packet_delay().as_millis()));
 }
 
 #[test]
