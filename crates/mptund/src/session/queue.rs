@@ -144,6 +144,8 @@ impl Session {
         let Some(route) = self.drain_resend_queue(now, pool, drops, out) else {
             return;
         };
+        // Fixed for this drain; whether a path is still growing changes as it fills.
+        let settling = self.sender.send_queue.settling_after_capacity_fall(now);
         while let Some((queued_at, _)) = self.sender.send_queue.packets.front() {
             let sojourn = now.saturating_duration_since(*queued_at);
             let queued = self.sender.send_queue.packets.len();
@@ -153,11 +155,11 @@ impl Session {
             // its ramp-up, not the tunnel's capacity: a drop now would make the inner
             // flow leave its own slow start at a fraction of what the paths can carry.
             let path_timeout = self.settings.path_timeout;
-            let ramping_up = self
-                .paths
-                .iter()
-                .any(|path| path.still_growing(now, path_timeout));
-            let hold_drops = ramping_up || self.sender.send_queue.settling_after_capacity_fall(now);
+            let hold_drops = settling
+                || self
+                    .paths
+                    .iter()
+                    .any(|path| path.still_growing(now, path_timeout));
             let codel = self
                 .sender
                 .send_queue

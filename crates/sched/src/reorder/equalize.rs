@@ -222,9 +222,10 @@ impl DelayEqualizer {
         if !carries_data {
             return Duration::ZERO;
         }
-        let Some(target_us) = self.target_us(now) else {
+        let Some((lowest_us, highest_us)) = self.floors(now) else {
             return Duration::ZERO;
         };
+        let target_us = lowest_us + self.added_us(lowest_us, highest_us);
         let wait_us = u64::try_from(target_us.saturating_sub(sample_us)).unwrap_or(0);
         Duration::from_micros(wait_us).min(self.cap)
     }
@@ -244,10 +245,10 @@ impl DelayEqualizer {
         Some((lowest, highest))
     }
 
-    /// The delay every packet is brought up to, relative to the reference.
-    fn target_us(&self, now: Instant) -> Option<i64> {
-        let (lowest, highest) = self.floors(now)?;
-        Some(lowest + (highest - lowest) * i64::from(self.percent) / 100)
+    /// How far above the lowest base delay packets are brought up: `percent` of the
+    /// spread.
+    fn added_us(&self, lowest_us: i64, highest_us: i64) -> i64 {
+        (highest_us - lowest_us) * i64::from(self.percent) / 100
     }
 
     /// How much later than its fastest path the inner flow is served now. For status
@@ -255,8 +256,7 @@ impl DelayEqualizer {
     pub fn added_delay(&self, now: Instant) -> Duration {
         let added_us = self
             .floors(now)
-            .zip(self.target_us(now))
-            .map_or(0, |((lowest, _), target)| target - lowest);
+            .map_or(0, |(lowest, highest)| self.added_us(lowest, highest));
         Duration::from_micros(u64::try_from(added_us).unwrap_or(0))
     }
 }
