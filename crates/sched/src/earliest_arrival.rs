@@ -52,11 +52,16 @@
 //! reorder buffer instead of the sender's queue, and degrades gracefully.
 //!
 //! Missing measurements: a path without any delay measurement has no
-//! prediction. Such paths get data only when no measured path can send and
-//! the hold rule does not apply; then (and in a fresh session, where nothing
-//! is measured) the least loaded path goes first, which spreads the first
-//! packets like round-robin and gets every path its first samples. A path
-//! with a delay but no rate estimate is predicted at its bare delay.
+//! prediction. Such paths get data only when no eligible path is measured (a
+//! fresh session): then the least loaded path goes first, which spreads the
+//! first packets like round-robin. Once any path is measured, a full measured
+//! path is waited for rather than an unmeasured one used: that one may be a
+//! GEO satellite whose first RTT sample is still on its way, and an inner
+//! flow's first window sent there arrived after the receiver gave its gaps up,
+//! so the inner CUBIC left slow start at 8 packets (5g-geo-satellite: 0.4
+//! Mbit/s in the first half second). The daemon pings every path without a
+//! sample, on both ends, so the wait lasts about one round trip. A path with a
+//! delay but no rate estimate is predicted at its bare delay.
 
 use std::time::{Duration, Instant};
 
@@ -142,6 +147,7 @@ impl Scheduler for EarliestArrival {
         match best_ready {
             Some((ready, _, _)) if too_late(ready) || worth_waiting(ready) => Pick::Hold,
             Some((_, _, id)) => Pick::One(id),
+            None if best_blocked.is_some() => Pick::Hold,
             None => least_loaded(paths, rule, packet.len, |path| {
                 predicted_arrival(path, packet.len).is_none()
             })
@@ -236,8 +242,13 @@ mod tests {
                     expected: one(&[1]),
                 },
                 Case {
-                    name: "unmeasured path used when the measured one is full",
+                    name: "a full measured path is waited for, not an unmeasured one used",
                     paths: vec![up(0), full(measured(1, 40, 10))],
+                    expected: vec![Pick::Hold],
+                },
+                Case {
+                    name: "unmeasured path used when the measured one is down",
+                    paths: vec![up(0), gone_down(measured(1, 40, 10))],
                     expected: one(&[0]),
                 },
                 Case {

@@ -178,8 +178,12 @@ pub struct Session {
     pub established: Instant,
     pub last_received: Instant,
     settings: SessionSettings,
-    /// Only the client probes: it owns the paths and must keep NAT mappings open.
+    /// Only the client sends keepalives and liveness probes: it owns the paths and
+    /// must keep NAT mappings open.
     sends_keepalives: bool,
+    /// Pings every path that has no RTT sample yet: the client from the start, the
+    /// server once the client confirmed the keys (until then it only answers).
+    measures_paths: bool,
     next_ping_id: u32,
     /// The peer said it is going away.
     pub peer_closed: bool,
@@ -285,6 +289,7 @@ impl Session {
             last_received: now,
             settings: settings.clone(),
             sends_keepalives,
+            measures_paths: sends_keepalives,
             next_ping_id: 0,
             peer_closed: false,
             closed_at: None,
@@ -340,9 +345,7 @@ impl Session {
         consider(self.receiver.delay_line.poll_timeout());
         for path in &self.paths {
             consider(path.poll_timeout());
-            if self.sends_keepalives && path.socket_open {
-                consider(Some(path.next_keepalive(self.established)));
-            }
+            consider(self.next_ping(path));
         }
         consider(self.send_queue_deadline());
         consider(self.keys.next_cleanup());
@@ -402,11 +405,14 @@ impl Session {
             }
         }
         self.handle_validation_timeouts(now, pool, drops, out);
-        if self.sends_keepalives {
-            self.send_probes(now, pool, out);
-        }
+        self.send_probes(now, pool, out);
         self.send_due_acks(now, false, pool, out);
         self.drain_send_queue(now, pool, drops, out);
+    }
+
+    /// From now on, paths without an RTT sample are pinged (see `measures_paths`).
+    pub fn start_measuring_paths(&mut self) {
+        self.measures_paths = true;
     }
 
     pub fn key_age(&self, now: Instant) -> Duration {

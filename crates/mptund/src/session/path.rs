@@ -492,6 +492,26 @@ impl SessionPath {
         }
     }
 
+    /// When this path next wants a ping for its first RTT sample, on either side;
+    /// `None` once it has one. The scheduler gives no data to an unmeasured path
+    /// while a measured one is merely full, so a sender that never measured a path
+    /// (the server, in a download) would never use it. A path whose pings went
+    /// unanswered until it was declared down waits to hear from the peer again: the
+    /// server does not keep pinging an address that went away.
+    pub fn next_measuring_ping(&self, session_start: Instant) -> Option<Instant> {
+        if self.probe.rtt.min().is_some()
+            || self.remote.is_none()
+            || !self.socket_open
+            || self.probe.liveness() == Liveness::Down
+        {
+            return None;
+        }
+        Some(
+            self.last_probe
+                .map_or(session_start, |probe| probe + self.settings.probe_interval),
+        )
+    }
+
     /// Whether the probe budget allows a probe of `wire_len` bytes now; spends it if so.
     pub fn spend_probe_budget(&mut self, now: Instant, wire_len: usize) -> bool {
         self.budget.try_spend(now, wire_len as u64)

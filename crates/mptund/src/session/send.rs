@@ -16,7 +16,7 @@ use mptund_sched::{
 };
 
 use super::classify::classify;
-use super::{Outgoing, Session};
+use super::{Outgoing, Session, SessionPath};
 use crate::buffers::{BufferPool, Packet, MAX_PIGGYBACK};
 use crate::counters::DropCounters;
 use crate::wire::{
@@ -26,7 +26,7 @@ use crate::wire::{
 
 /// What one ping costs on the wire: IPv4 and UDP headers, transport header, control
 /// metadata, a Ping frame and the tag (a metered contract counts every byte).
-const PING_WIRE_COST: usize =
+pub(super) const PING_WIRE_COST: usize =
     20 + 8 + TRANSPORT_HEADER_LEN + CONTROL_META_LEN + 3 + wire::PING_BODY_LEN + TAG_LEN;
 
 /// The smallest Ack frame: header, fixed fields and one range.
@@ -408,8 +408,20 @@ impl Session {
             })
     }
 
-    /// Pings the paths that are due a keepalive or a liveness probe, within each
-    /// path's probe budget.
+    /// When path `path` next wants a ping: a keepalive or liveness probe (client
+    /// only), or a ping for its first RTT sample.
+    pub(super) fn next_ping(&self, path: &SessionPath) -> Option<Instant> {
+        let keepalive = (self.sends_keepalives && path.socket_open)
+            .then(|| path.next_keepalive(self.established));
+        let measuring = self
+            .measures_paths
+            .then(|| path.next_measuring_ping(self.established))
+            .flatten();
+        keepalive.into_iter().chain(measuring).min()
+    }
+
+    /// Pings the paths that are due a keepalive, a liveness probe or a first RTT
+    /// sample, within each path's probe budget.
     pub(super) fn send_probes(
         &mut self,
         now: Instant,
@@ -417,10 +429,13 @@ impl Session {
         out: &mut Vec<Outgoing>,
     ) {
         for index in 0..self.paths.len() {
-            let path = &mut self.paths[index];
-            if !path.socket_open || now < path.next_keepalive(self.established) {
+            if self
+                .next_ping(&self.paths[index])
+                .is_none_or(|due| now < due)
+            {
                 continue;
             }
+            let path = &mut self.paths[index];
             path.last_probe = Some(now);
             if !path.spend_probe_budget(now, PING_WIRE_COST) {
                 tracing::debug!(path = %path.name, "probe skipped: budget spent");

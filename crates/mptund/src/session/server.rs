@@ -707,6 +707,9 @@ impl ServerCore {
         peer.unconfirmed = None;
         let replaced = peer.session.replace(session_id);
         tracing::info!(peer = %peer.settings.name, session = session_id.0, "session established");
+        if let Some(entry) = self.sessions.get_mut(&session_id) {
+            entry.session.start_measuring_paths();
+        }
         self.sessions_established += 1;
         if let Some(old) = replaced {
             self.remove_session(now, old, "replaced by a new handshake");
