@@ -146,15 +146,15 @@ impl Session {
         };
         // Fixed for this drain; whether a path is still growing changes as it fills.
         let settling = self.sender.send_queue.settling_after_capacity_fall(now);
+        let config = self.sender.send_queue.config;
+        let path_timeout = self.settings.path_timeout;
         while let Some((queued_at, _)) = self.sender.send_queue.packets.front() {
             let sojourn = now.saturating_duration_since(*queued_at);
             let queued = self.sender.send_queue.packets.len();
-            let config = self.sender.send_queue.config;
             let over_limit = sojourn >= config.max_sojourn;
             // While a path is still in slow start with its window full, the queue is
             // its ramp-up, not the tunnel's capacity: a drop now would make the inner
             // flow leave its own slow start at a fraction of what the paths can carry.
-            let path_timeout = self.settings.path_timeout;
             let hold_drops = settling
                 || self
                     .paths
