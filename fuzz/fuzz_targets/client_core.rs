@@ -76,6 +76,7 @@ impl World {
         let settings = ClientSettings {
             private_key: keys.client.clone(),
             server_public_key: keys.server_public,
+            aead: mptund::crypto::Aead::ChaCha20Poly1305,
             paths: (0..CLIENT_PATHS)
                 .map(|index| ClientPathSettings {
                     name: format!("p{index}"),

@@ -101,6 +101,7 @@ impl World {
         let client_settings = ClientSettings {
             private_key: keys.client.clone(),
             server_public_key: keys.server_public,
+            aead: mptund::crypto::Aead::Aes256Gcm,
             paths: (0..CLIENT_PATHS)
                 .map(|index| ClientPathSettings {
                     name: format!("p{index}"),
@@ -265,6 +266,7 @@ impl World {
             path_id,
             unix_time_nanos: self.rogue_unix_nanos,
             renews: None,
+            aead: mptund::crypto::Aead::ChaCha20Poly1305,
         };
         let Ok(pending) = handshake::initiate(&keys.client, &keys.server_public, fields, &mut init)
         else {

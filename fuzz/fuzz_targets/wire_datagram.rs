@@ -34,7 +34,7 @@ fuzz_target!(|datagram: &[u8]| {
         );
         assert_eq!(init.mac1_input(), &datagram[..init.mac1_input().len()]);
         let mut emitted = [0u8; HANDSHAKE_INIT_LEN];
-        HandshakeInit::emit_header(&mut emitted, init.path_id(), init.sender());
+        HandshakeInit::emit_header(&mut emitted, init.path_id(), init.aead(), init.sender());
         assert_eq!(&emitted[..8], &datagram[..8]);
         assert_eq!(dispatched, Ok(PacketType::HandshakeInit));
     }
@@ -43,7 +43,12 @@ fuzz_target!(|datagram: &[u8]| {
         assert_eq!(datagram.len(), HANDSHAKE_RESPONSE_LEN);
         assert!(response.path_id() <= wire::MAX_PATH_ID);
         let mut emitted = [0u8; HANDSHAKE_RESPONSE_LEN];
-        HandshakeResponse::emit_header(&mut emitted, response.path_id(), response.receiver());
+        HandshakeResponse::emit_header(
+            &mut emitted,
+            response.path_id(),
+            response.aead(),
+            response.receiver(),
+        );
         assert_eq!(&emitted[..8], &datagram[..8]);
         assert_eq!(&datagram[8..], response.noise_message());
     }

@@ -1,6 +1,6 @@
 //! The data path's CPU cost without syscalls: sealing and opening a batch of 64
-//! full-size datagrams (ChaCha20-Poly1305 from ring), copying their inner packets to
-//! keep them for re-sending, and what the two cores spend per
+//! full-size datagrams (ChaCha20-Poly1305 and AES-256-GCM from ring), copying their
+//! inner packets to keep them for re-sending, and what the two cores spend per
 //! inner packet from the client's TUN to the server's TUN (scheduling, sealing,
 //! acknowledging, opening, reordering), measured over an established in-memory
 //! session whose datagrams cross at once.
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mptund::buffers::HEADROOM;
-use mptund::crypto::{OpeningKey, SealingKey};
+use mptund::crypto::{Aead, OpeningKey, SealingKey};
 use mptund::keys::PrivateKey;
 use mptund::session::testing::{client_settings, pool, server_settings, session_settings};
 use mptund::session::{ClientCore, Engine, Outgoing, Received, ServerCore};
@@ -29,41 +29,43 @@ const SERVER_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 1);
 
 fn crypto(c: &mut Criterion) {
     let key = [7u8; 32];
-    let sealing = SealingKey::new(&key);
-    let opening = OpeningKey::new(&key);
     let header = [1u8; TRANSPORT_HEADER_LEN];
     let body_len = MTU + 12;
     let mut group = c.benchmark_group("aead_batch_of_64");
     group.throughput(Throughput::Bytes((BATCH * body_len) as u64));
-    group.bench_function("seal", |b| {
-        let mut bodies = vec![vec![0u8; body_len]; BATCH];
-        let mut counter = 0u64;
-        b.iter(|| {
-            for body in &mut bodies {
-                counter += 1;
-                black_box(sealing.seal_in_place(&header, counter, body));
-            }
-        })
-    });
-    let sealed: Vec<Vec<u8>> = (0..BATCH as u64)
-        .map(|counter| {
-            let mut body = vec![0u8; body_len + TAG_LEN];
-            let tag = sealing.seal_in_place(&header, counter, &mut body[..body_len]);
-            body[body_len..].copy_from_slice(&tag);
-            body
-        })
-        .collect();
-    group.bench_function("open", |b| {
-        b.iter_batched_ref(
-            || sealed.clone(),
-            |batch| {
-                for (counter, body) in batch.iter_mut().enumerate() {
-                    black_box(opening.open_in_place(&header, counter as u64, body).is_ok());
+    for aead in [Aead::ChaCha20Poly1305, Aead::Aes256Gcm] {
+        let sealing = SealingKey::new(aead, &key);
+        let opening = OpeningKey::new(aead, &key);
+        group.bench_function(format!("seal/{}", aead.name()), |b| {
+            let mut bodies = vec![vec![0u8; body_len]; BATCH];
+            let mut counter = 0u64;
+            b.iter(|| {
+                for body in &mut bodies {
+                    counter += 1;
+                    black_box(sealing.seal_in_place(&header, counter, body));
                 }
-            },
-            BatchSize::SmallInput,
-        )
-    });
+            })
+        });
+        let sealed: Vec<Vec<u8>> = (0..BATCH as u64)
+            .map(|counter| {
+                let mut body = vec![0u8; body_len + TAG_LEN];
+                let tag = sealing.seal_in_place(&header, counter, &mut body[..body_len]);
+                body[body_len..].copy_from_slice(&tag);
+                body
+            })
+            .collect();
+        group.bench_function(format!("open/{}", aead.name()), |b| {
+            b.iter_batched_ref(
+                || sealed.clone(),
+                |batch| {
+                    for (counter, body) in batch.iter_mut().enumerate() {
+                        black_box(opening.open_in_place(&header, counter as u64, body).is_ok());
+                    }
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
     // What keeping a sent inner packet in the clear costs each datagram, against the
     // decryption a re-send would otherwise need (the "open" row).
     group.bench_function("copy_to_keep", |b| {

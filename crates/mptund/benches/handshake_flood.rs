@@ -28,6 +28,7 @@ fn init(client: &PrivateKey, server: &PrivateKey) -> [u8; HANDSHAKE_INIT_LEN] {
         path_id: 0,
         unix_time_nanos: 1,
         renews: None,
+        aead: mptund::crypto::Aead::ChaCha20Poly1305,
     };
     handshake::initiate(client, &server.public_key(), fields, &mut init).unwrap();
     init

@@ -51,6 +51,7 @@ fn main() {
             path_id: 0,
             unix_time_nanos: index as u64 + 1,
             renews: None,
+            aead: mptund::crypto::Aead::ChaCha20Poly1305,
         };
         handshake::initiate(&client, &server, fields, &mut init).expect("building an init");
         file.write_all(&init).expect("writing an init");

@@ -94,6 +94,7 @@ fn settings(
     ClientSettings {
         private_key: client_key(args.seed, index),
         server_public_key: server_key,
+        aead: mptund::crypto::Aead::fastest_here(),
         paths: vec![ClientPathSettings {
             name: "idle".into(),
             endpoint: server,

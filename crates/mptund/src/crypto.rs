@@ -1,4 +1,5 @@
-//! Transport encryption: ChaCha20-Poly1305 (RFC 8439) with one key per direction.
+//! Transport encryption: ChaCha20-Poly1305 (RFC 8439) or AES-256-GCM, as the client
+//! chose in the handshake ([`Aead`]), with one key per direction.
 //!
 //! Each transport datagram is `[header 16][ciphertext][tag 16]`. The nonce is
 //! four zero bytes followed by the header's 64-bit counter, big-endian; the
@@ -15,13 +16,70 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub use crate::wire::Aead;
 use crate::wire::{TransportHeader, WireError, MIN_TRANSPORT_LEN, TAG_LEN, TRANSPORT_HEADER_LEN};
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use ring::aead::{
+    Aad, Algorithm, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, CHACHA20_POLY1305, NONCE_LEN,
+};
 use std::time::Duration;
 use thiserror::Error;
 
-/// Length of a ChaCha20-Poly1305 key.
+/// Length of a transport key (both AEADs take 32 bytes).
 pub const KEY_LEN: usize = 32;
+
+/// Messages one AES-256-GCM key may seal, or a peer's counter may reach, before it
+/// is renewed at once: at 1,440-byte datagrams an attacker's advantage against
+/// confidentiality stays below 2^-57 up to about 2^29 messages (the bound of
+/// RFC 9001 §6.6 and draft-irtf-cfrg-aead-limits for 91 blocks per message).
+/// Renewal after 120 s comes first below 1 M datagrams/s. ChaCha20-Poly1305 has
+/// no such limit in reach.
+pub const AES_GCM_REKEY_AFTER_MESSAGES: u64 = 1 << 27;
+/// ... and no counter at or above this is sealed or accepted under such a key.
+pub const AES_GCM_REJECT_AFTER_MESSAGES: u64 = 1 << 28;
+
+impl Aead {
+    /// The preferred AEAD of this CPU: AES-256-GCM where it has AES and carry-less
+    /// multiplication instructions, ChaCha20-Poly1305 elsewhere (AES in software
+    /// is slower and not constant-time).
+    pub fn fastest_here() -> Aead {
+        if hardware_aes() {
+            Aead::Aes256Gcm
+        } else {
+            Aead::ChaCha20Poly1305
+        }
+    }
+
+    /// The name used in configuration files, logs and status.
+    pub fn name(self) -> &'static str {
+        match self {
+            Aead::ChaCha20Poly1305 => "chacha20-poly1305",
+            Aead::Aes256Gcm => "aes-256-gcm",
+        }
+    }
+
+    fn algorithm(self) -> &'static Algorithm {
+        match self {
+            Aead::ChaCha20Poly1305 => &CHACHA20_POLY1305,
+            Aead::Aes256Gcm => &AES_256_GCM,
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn hardware_aes() -> bool {
+    std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq")
+}
+
+#[cfg(target_arch = "aarch64")]
+fn hardware_aes() -> bool {
+    std::arch::is_aarch64_feature_detected!("aes")
+        && std::arch::is_aarch64_feature_detected!("pmull")
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn hardware_aes() -> bool {
+    false
+}
 
 /// Errors from sealing or opening transport datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -57,11 +115,11 @@ fn nonce_for(counter: u64) -> Nonce {
     Nonce::assume_unique_for_key(nonce)
 }
 
-fn less_safe_key(key: &[u8; KEY_LEN]) -> LessSafeKey {
-    // ChaCha20-Poly1305 accepts every 32-byte key; ring only fails on a wrong length.
-    match UnboundKey::new(&CHACHA20_POLY1305, key) {
+fn less_safe_key(aead: Aead, key: &[u8; KEY_LEN]) -> LessSafeKey {
+    // Both AEADs accept every 32-byte key; ring only fails on a wrong length.
+    match UnboundKey::new(aead.algorithm(), key) {
         Ok(unbound) => LessSafeKey::new(unbound),
-        Err(_) => unreachable!("a 32-byte key is valid for ChaCha20-Poly1305"),
+        Err(_) => unreachable!("a 32-byte key is valid for both AEADs"),
     }
 }
 
@@ -78,9 +136,9 @@ impl core::fmt::Debug for SealingKey {
 
 impl SealingKey {
     /// Wraps raw key bytes (from the handshake's split).
-    pub fn new(key: &[u8; KEY_LEN]) -> Self {
+    pub fn new(aead: Aead, key: &[u8; KEY_LEN]) -> Self {
         SealingKey {
-            key: less_safe_key(key),
+            key: less_safe_key(aead, key),
         }
     }
 
@@ -102,8 +160,8 @@ impl SealingKey {
                 out.copy_from_slice(tag.as_ref());
                 out
             }
-            // ring only fails when the plaintext exceeds ChaCha20's 256 GiB limit.
-            Err(_) => unreachable!("plaintext longer than 256 GiB"),
+            // ring only fails above a message size limit (64 GiB for AES-GCM).
+            Err(_) => unreachable!("plaintext longer than 64 GiB"),
         }
     }
 
@@ -154,9 +212,9 @@ impl core::fmt::Debug for OpeningKey {
 
 impl OpeningKey {
     /// Wraps raw key bytes (from the handshake's split).
-    pub fn new(key: &[u8; KEY_LEN]) -> Self {
+    pub fn new(aead: Aead, key: &[u8; KEY_LEN]) -> Self {
         OpeningKey {
-            key: less_safe_key(key),
+            key: less_safe_key(aead, key),
         }
     }
 
@@ -228,6 +286,22 @@ pub struct KeyLifetime {
     pub reject_after_messages: u64,
 }
 
+impl KeyLifetime {
+    /// These limits, lowered to what `aead` allows.
+    pub fn for_aead(self, aead: Aead) -> KeyLifetime {
+        match aead {
+            Aead::ChaCha20Poly1305 => self,
+            Aead::Aes256Gcm => KeyLifetime {
+                rekey_after_messages: self.rekey_after_messages.min(AES_GCM_REKEY_AFTER_MESSAGES),
+                reject_after_messages: self
+                    .reject_after_messages
+                    .min(AES_GCM_REJECT_AFTER_MESSAGES),
+                ..self
+            },
+        }
+    }
+}
+
 impl Default for KeyLifetime {
     fn default() -> Self {
         Self {
@@ -242,6 +316,7 @@ impl Default for KeyLifetime {
 /// The two transport keys of one side of a session.
 #[derive(Debug)]
 pub struct SessionKeys {
+    pub aead: Aead,
     /// Seals what this side sends.
     pub send: SealingKey,
     /// Opens what this side receives.
@@ -250,10 +325,11 @@ pub struct SessionKeys {
 
 impl SessionKeys {
     /// Keys from the two raw directional keys of a handshake.
-    pub fn new(send: &[u8; KEY_LEN], recv: &[u8; KEY_LEN]) -> Self {
+    pub fn new(aead: Aead, send: &[u8; KEY_LEN], recv: &[u8; KEY_LEN]) -> Self {
         Self {
-            send: SealingKey::new(send),
-            recv: OpeningKey::new(recv),
+            aead,
+            send: SealingKey::new(aead, send),
+            recv: OpeningKey::new(aead, recv),
         }
     }
 }
@@ -266,6 +342,8 @@ mod tests {
     use snow::resolvers::{CryptoResolver, DefaultResolver};
 
     const KEY: [u8; 32] = [0x42; 32];
+    const CHACHA: Aead = Aead::ChaCha20Poly1305;
+    const BOTH: [Aead; 2] = [Aead::ChaCha20Poly1305, Aead::Aes256Gcm];
 
     fn header(counter: u64) -> [u8; 16] {
         let mut out = [0u8; 16];
@@ -289,22 +367,63 @@ mod tests {
 
     #[test]
     fn round_trip_in_place() {
-        let send = SealingKey::new(&KEY);
-        let recv = OpeningKey::new(&KEY);
-        let mut body = *b"inner ip packet.";
-        let tag = send.seal_in_place(&header(7), 7, &mut body);
-        assert_ne!(&body, b"inner ip packet.");
-        let mut body_and_tag = [body.as_slice(), tag.as_slice()].concat();
-        let plain = recv
-            .open_in_place(&header(7), 7, &mut body_and_tag)
+        for aead in BOTH {
+            let send = SealingKey::new(aead, &KEY);
+            let recv = OpeningKey::new(aead, &KEY);
+            let mut body = *b"inner ip packet.";
+            let tag = send.seal_in_place(&header(7), 7, &mut body);
+            assert_ne!(&body, b"inner ip packet.");
+            let mut body_and_tag = [body.as_slice(), tag.as_slice()].concat();
+            let plain = recv
+                .open_in_place(&header(7), 7, &mut body_and_tag)
+                .unwrap();
+            assert_eq!(plain, b"inner ip packet.");
+        }
+    }
+
+    #[test]
+    fn a_datagram_sealed_under_one_aead_does_not_open_under_the_other() {
+        let mut sealed = datagram(3, b"same key, other cipher");
+        SealingKey::new(Aead::Aes256Gcm, &KEY)
+            .seal_datagram(&mut sealed, 22)
             .unwrap();
-        assert_eq!(plain, b"inner ip packet.");
+        assert_eq!(
+            OpeningKey::new(CHACHA, &KEY)
+                .open_datagram(&mut sealed.clone())
+                .unwrap_err(),
+            CryptoError::Authentication
+        );
+        assert!(OpeningKey::new(Aead::Aes256Gcm, &KEY)
+            .open_datagram(&mut sealed)
+            .is_ok());
+    }
+
+    #[test]
+    fn aes_gcm_lowers_the_message_limits_only() {
+        let configured = KeyLifetime::default();
+        assert_eq!(configured.for_aead(CHACHA), configured);
+        let aes = configured.for_aead(Aead::Aes256Gcm);
+        assert_eq!(aes.rekey_after_messages, AES_GCM_REKEY_AFTER_MESSAGES);
+        assert_eq!(aes.reject_after_messages, AES_GCM_REJECT_AFTER_MESSAGES);
+        assert_eq!(aes.rekey_after_time, configured.rekey_after_time);
+        let low = KeyLifetime {
+            rekey_after_messages: 1000,
+            reject_after_messages: 2000,
+            ..configured
+        };
+        assert_eq!(low.for_aead(Aead::Aes256Gcm), low, "lower limits stay");
     }
 
     #[test]
     fn round_trip_datagram() {
-        let send = SealingKey::new(&KEY);
-        let recv = OpeningKey::new(&KEY);
+        for aead in BOTH {
+            round_trip_datagram_with(aead);
+        }
+    }
+
+    fn round_trip_datagram_with(aead: Aead) {
+        let send = SealingKey::new(aead, &KEY);
+        let recv = OpeningKey::new(aead, &KEY);
         for len in [0usize, 1, 15, 16, 17, 1400] {
             let plaintext: Vec<u8> = (0..len).map(|i| i as u8).collect();
             let mut buf = datagram(len as u64, &plaintext);
@@ -318,8 +437,14 @@ mod tests {
 
     #[test]
     fn every_flipped_bit_fails() {
-        let send = SealingKey::new(&KEY);
-        let recv = OpeningKey::new(&KEY);
+        for aead in BOTH {
+            every_flipped_bit_fails_with(aead);
+        }
+    }
+
+    fn every_flipped_bit_fails_with(aead: Aead) {
+        let send = SealingKey::new(aead, &KEY);
+        let recv = OpeningKey::new(aead, &KEY);
         let mut sealed = datagram(99, b"abc");
         send.seal_datagram(&mut sealed, 3).unwrap();
         for bit in 0..sealed.len() * 8 {
@@ -346,18 +471,18 @@ mod tests {
 
     #[test]
     fn wrong_counter_and_wrong_key_fail() {
-        let send = SealingKey::new(&KEY);
+        let send = SealingKey::new(CHACHA, &KEY);
         let mut body = *b"payload";
         let tag = send.seal_in_place(&header(5), 5, &mut body);
         let sealed = [body.as_slice(), tag.as_slice()].concat();
 
-        let recv = OpeningKey::new(&KEY);
+        let recv = OpeningKey::new(CHACHA, &KEY);
         let mut copy = sealed.clone();
         assert_eq!(
             recv.open_in_place(&header(5), 6, &mut copy).unwrap_err(),
             CryptoError::Authentication
         );
-        let other = OpeningKey::new(&[0x43; 32]);
+        let other = OpeningKey::new(CHACHA, &[0x43; 32]);
         let mut copy = sealed.clone();
         assert_eq!(
             other.open_in_place(&header(5), 5, &mut copy).unwrap_err(),
@@ -369,7 +494,7 @@ mod tests {
 
     #[test]
     fn short_inputs_are_errors() {
-        let recv = OpeningKey::new(&KEY);
+        let recv = OpeningKey::new(CHACHA, &KEY);
         let mut short = [0u8; 15];
         assert_eq!(
             recv.open_in_place(&header(0), 0, &mut short).unwrap_err(),
@@ -385,7 +510,7 @@ mod tests {
                 Err(CryptoError::Truncated { .. })
             ));
         }
-        let send = SealingKey::new(&KEY);
+        let send = SealingKey::new(CHACHA, &KEY);
         let mut buf = datagram(0, b"xy");
         assert_eq!(
             send.seal_datagram(&mut buf, 3).unwrap_err(),
@@ -418,7 +543,7 @@ mod tests {
             "header layout"
         );
         let mut body = *b"mptund";
-        let tag = SealingKey::new(&key).seal_in_place(&header, counter, &mut body);
+        let tag = SealingKey::new(CHACHA, &key).seal_in_place(&header, counter, &mut body);
         assert_eq!(body, KAT_CIPHERTEXT);
         assert_eq!(tag, KAT_TAG);
         // The same vector through the independent RustCrypto implementation.
@@ -432,7 +557,7 @@ mod tests {
         assert_eq!(reference[6..], KAT_TAG);
         // And it opens.
         let mut sealed = [KAT_CIPHERTEXT.as_slice(), KAT_TAG.as_slice()].concat();
-        let plain = OpeningKey::new(&key)
+        let plain = OpeningKey::new(CHACHA, &key)
             .open_in_place(&header, counter, &mut sealed)
             .unwrap();
         assert_eq!(plain, b"mptund");
@@ -457,10 +582,32 @@ mod tests {
             let header = header(counter);
             let plaintext = b"cross-check plaintext of some length";
             let mut body = *plaintext;
-            let tag = SealingKey::new(&KEY).seal_in_place(&header, counter, &mut body);
+            let tag = SealingKey::new(CHACHA, &KEY).seal_in_place(&header, counter, &mut body);
             let mut reference = [0u8; 36 + 16];
             let len =
                 noise_cipher.encrypt(counter.swap_bytes(), &header, plaintext, &mut reference);
+            assert_eq!(len, reference.len());
+            assert_eq!(reference[..36], body);
+            assert_eq!(reference[36..], tag);
+        }
+    }
+
+    /// Our nonce is also Noise's AESGCM nonce, `0u32 ‖ n_be`: AES-256-GCM sealing
+    /// under `counter` equals RustCrypto's under `n = counter`.
+    #[test]
+    fn aes_gcm_matches_independent_implementation() {
+        let mut noise_cipher = DefaultResolver
+            .resolve_cipher(&CipherChoice::AESGCM)
+            .unwrap();
+        noise_cipher.set(&KEY);
+        for counter in [0u64, 1, 0x0102_0304_0506_0708, u64::MAX - 1] {
+            let header = header(counter);
+            let plaintext = b"cross-check plaintext of some length";
+            let mut body = *plaintext;
+            let tag =
+                SealingKey::new(Aead::Aes256Gcm, &KEY).seal_in_place(&header, counter, &mut body);
+            let mut reference = [0u8; 36 + 16];
+            let len = noise_cipher.encrypt(counter, &header, plaintext, &mut reference);
             assert_eq!(len, reference.len());
             assert_eq!(reference[..36], body);
             assert_eq!(reference[36..], tag);

@@ -44,7 +44,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
-use crate::crypto::{SessionKeys, KEY_LEN};
+use crate::crypto::{Aead, SessionKeys, KEY_LEN};
 use crate::keys::{PrivateKey, PublicKey};
 use crate::wire::field;
 use crate::wire::{
@@ -103,6 +103,14 @@ pub enum HandshakeError {
         expected: SessionId,
         /// Receiver session id in the response.
         got: SessionId,
+    },
+    /// A response names another transport AEAD than the init asked for.
+    #[error("handshake response is for AEAD {}, the init asked for {}", got.name(), expected.name())]
+    WrongAead {
+        /// The AEAD of the pending init.
+        expected: Aead,
+        /// The AEAD in the response.
+        got: Aead,
     },
     /// A Noise message's payload does not have the expected length.
     #[error("handshake payload is {got} bytes, expected {expected}")]
@@ -198,6 +206,7 @@ pub struct PendingHandshake {
     handshake: Option<HandshakeState>,
     sender: SessionId,
     path_id: u8,
+    aead: Aead,
 }
 
 impl core::fmt::Debug for PendingHandshake {
@@ -233,6 +242,9 @@ pub struct InitFields {
     /// The server session whose keys this handshake renews, or `None` for a new
     /// session.
     pub renews: Option<SessionId>,
+    /// The transport AEAD of the new keys (a clear byte of the init, bound by the
+    /// Noise prologue).
+    pub aead: Aead,
 }
 
 /// Starts a handshake from the client: writes a HandshakeInit into `out` (mac2
@@ -243,7 +255,7 @@ pub fn initiate(
     fields: InitFields,
     out: &mut [u8; HANDSHAKE_INIT_LEN],
 ) -> Result<PendingHandshake, HandshakeError> {
-    HandshakeInit::emit_header(out, fields.path_id, fields.sender);
+    HandshakeInit::emit_header(out, fields.path_id, fields.aead, fields.sender);
     let builder = builder()?;
     let mut handshake = builder
         .local_private_key(local.secret_bytes())?
@@ -266,6 +278,7 @@ pub fn initiate(
         handshake: Some(handshake),
         sender: fields.sender,
         path_id: fields.path_id,
+        aead: fields.aead,
     })
 }
 
@@ -292,6 +305,12 @@ impl PendingHandshake {
                 got: view.receiver(),
             });
         }
+        if view.aead() != self.aead {
+            return Err(HandshakeError::WrongAead {
+                expected: self.aead,
+                got: view.aead(),
+            });
+        }
         let handshake = self
             .handshake
             .as_mut()
@@ -313,7 +332,7 @@ impl PendingHandshake {
             })?;
         let (to_responder, to_initiator) = split_keys(finished)?;
         Ok(Established {
-            keys: SessionKeys::new(&to_responder, &to_initiator),
+            keys: SessionKeys::new(self.aead, &to_responder, &to_initiator),
             peer_session: SessionId(u32::from_be_bytes(server_session)),
         })
     }
@@ -426,6 +445,7 @@ impl Responder {
                 path_id: init.path_id(),
                 unix_time_nanos,
                 renews: (renews != 0).then_some(SessionId(renews)),
+                aead: init.aead(),
             },
             handshake,
         })
@@ -441,7 +461,12 @@ impl AcceptedInit {
         sender: SessionId,
         out: &mut [u8; HANDSHAKE_RESPONSE_LEN],
     ) -> Result<SessionKeys, HandshakeError> {
-        HandshakeResponse::emit_header(out, self.fields.path_id, self.fields.sender);
+        HandshakeResponse::emit_header(
+            out,
+            self.fields.path_id,
+            self.fields.aead,
+            self.fields.sender,
+        );
         let written = self
             .handshake
             .write_message(&sender.0.to_be_bytes(), &mut out[field::RESPONSE_NOISE])?;
@@ -451,7 +476,11 @@ impl AcceptedInit {
             ));
         }
         let (to_responder, to_initiator) = split_keys(self.handshake)?;
-        Ok(SessionKeys::new(&to_initiator, &to_responder))
+        Ok(SessionKeys::new(
+            self.fields.aead,
+            &to_initiator,
+            &to_responder,
+        ))
     }
 }
 
@@ -485,6 +514,7 @@ mod tests {
         path_id: 4,
         unix_time_nanos: TIME,
         renews: None,
+        aead: Aead::ChaCha20Poly1305,
     };
 
     fn init(
@@ -522,6 +552,53 @@ mod tests {
             Ok((_, plain)) => plain == plaintext,
             Err(_) => false,
         }
+    }
+
+    #[test]
+    fn the_aead_the_client_asks_for_is_the_one_both_sides_use() {
+        let setup = setup();
+        let fields = InitFields {
+            aead: Aead::Aes256Gcm,
+            ..FIELDS
+        };
+        let mut msg = [0u8; HANDSHAKE_INIT_LEN];
+        let mut pending =
+            initiate(&setup.client, &setup.server.public_key(), fields, &mut msg).unwrap();
+        assert_eq!(msg[..4], [1, 4, 2, 1], "byte 3 names AES-256-GCM");
+        let accepted = setup.responder.accept(&msg).unwrap();
+        assert_eq!(accepted.fields.aead, Aead::Aes256Gcm);
+        let mut response = [0u8; HANDSHAKE_RESPONSE_LEN];
+        let server_keys = accepted.respond(SessionId(0x2222), &mut response).unwrap();
+        assert_eq!(response[..4], [2, 4, 2, 1], "echoed");
+        assert_eq!(server_keys.aead, Aead::Aes256Gcm);
+
+        // A response rewritten to the other AEAD is refused, and the genuine one
+        // still completes.
+        let mut rewritten = response;
+        rewritten[3] = 0;
+        assert!(matches!(
+            pending.try_complete(&rewritten),
+            Err(HandshakeError::WrongAead { .. })
+        ));
+        let client = pending.try_complete(&response).unwrap();
+        assert_eq!(client.keys.aead, Aead::Aes256Gcm);
+        assert!(transfer(&client.keys.send, &server_keys.recv, 0, b"up"));
+        assert!(transfer(&server_keys.send, &client.keys.recv, 0, b"down"));
+    }
+
+    #[test]
+    fn an_init_rewritten_to_another_aead_fails_noise() {
+        // A man in the middle who flips the clear AEAD byte (and fixes mac1, which
+        // anyone knowing the server's public key can) cannot downgrade the session.
+        let setup = setup();
+        let (_, mut msg) = init(&setup, &setup.server.public_key());
+        msg[3] = Aead::Aes256Gcm as u8;
+        write_mac1(&setup.server.public_key(), &mut msg);
+        assert!(setup.responder.verify_mac(&msg));
+        assert!(matches!(
+            setup.responder.accept(&msg),
+            Err(HandshakeError::Decrypt)
+        ));
     }
 
     #[test]

@@ -31,6 +31,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::wire::Aead;
+
 pub use mptund_sched::EqualizeScope;
 
 pub use error::ConfigError;
@@ -48,6 +50,10 @@ pub const KNOWN_CONTROLLERS: &[&str] = mptund_probe::CONTROLLER_NAMES;
 /// capacity from the scheduler; the scheduler benchmark (`benches/schedulers/`)
 /// measured it well ahead of CUBIC wherever one flow crosses four to eight modems.
 pub const DEFAULT_CONTROLLER: &str = "delay-rate";
+/// Values of the client's `server.cipher`: "auto", then every transport AEAD.
+pub const KNOWN_CIPHERS: &[&str] = &["auto", "aes-256-gcm", "chacha20-poly1305"];
+/// The transport AEADs `server.cipher` names, besides "auto".
+pub const CIPHERS: [Aead; 2] = [Aead::Aes256Gcm, Aead::ChaCha20Poly1305];
 /// Default `reorder.equalize_delay`: every path heard from, so an inner flow has the
 /// delay it will have under load from its first packet.
 pub const DEFAULT_EQUALIZE_DELAY: &str = "all-paths";
@@ -343,6 +349,9 @@ pub struct ClientConfig {
     pub private_key_file: PathBuf,
     /// The server's X25519 public key.
     pub server_public_key: [u8; 32],
+    /// `server.cipher`: the transport AEAD the client asks for; `None` for
+    /// `"auto"`, the fastest on this CPU ([`Aead::fastest_here`]).
+    pub cipher: Option<Aead>,
     /// The TUN device.
     pub tun: TunConfig,
     /// The uplinks, in file order; 1..=[`MAX_PATHS`].

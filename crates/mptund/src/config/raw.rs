@@ -75,6 +75,7 @@ pub(super) struct RawTun {
 pub(super) struct RawServerSection {
     pub endpoint: Option<Sp<String>>,
     pub public_key: Option<Sp<String>>,
+    pub cipher: Option<Sp<String>>,
 }
 
 #[derive(Debug, Deserialize)]

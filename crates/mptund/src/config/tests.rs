@@ -319,6 +319,26 @@ fn equalize_delay_names_a_scope_or_off() {
 }
 
 #[test]
+fn the_cipher_is_auto_or_names_an_aead() {
+    let dir = KeyDir::new();
+    let config = client(parse("client.toml", MINIMAL_CLIENT, &dir.path).unwrap());
+    assert_eq!(config.cipher, None, "auto by default");
+    for (value, expected) in [
+        ("auto", None),
+        ("aes-256-gcm", Some(crate::wire::Aead::Aes256Gcm)),
+        (
+            "chacha20-poly1305",
+            Some(crate::wire::Aead::ChaCha20Poly1305),
+        ),
+    ] {
+        let text =
+            MINIMAL_CLIENT.replace("[server]\n", &format!("[server]\ncipher = \"{value}\"\n"));
+        let config = client(parse("client.toml", &text, &dir.path).unwrap());
+        assert_eq!(config.cipher, expected, "{value}");
+    }
+}
+
+#[test]
 fn minimal_client_gets_defaults() {
     let dir = KeyDir::new();
     let config = client(parse("client.toml", MINIMAL_CLIENT, &dir.path).unwrap());
@@ -597,6 +617,8 @@ fn broken_configs() -> Vec<Broken> {
         c("tun name too long", client_with("\"mptun0\"", "\"mptun0-very-long-name\""), Some(4), "tun.name", "not a valid interface name", "\"mptun0\""),
         c("mtu out of range", client_with("[server]", "mtu = 100\n[server]"), Some(6), "tun.mtu", "100 bytes is out of range", "576 to 65535 bytes, or remove mtu"),
         c("IPv6 tun address with small mtu", client_with("[\"198.18.100.2/24\"]", "[\"198.18.100.2/24\", \"fd00::2/64\"]\nmtu = 1200"), Some(6), "tun.mtu", "below the IPv6 minimum of 1280", "at least 1280"),
+        c("unknown cipher", client_with("[server]\n", "[server]\ncipher = \"aes-128-gcm\"\n"), Some(7), "server.cipher", "unknown cipher \"aes-128-gcm\"", "did you mean \"aes-256-gcm\"?"),
+        c("cipher on a server", format!("cipher = \"auto\"\n{MINIMAL_SERVER}"), Some(1), "cipher", "unknown field `cipher`", ""),
         c("unknown scheduler", format!("{MINIMAL_CLIENT}[scheduler]\nname = \"round-robbin\"\n"), Some(13), "scheduler.name", "unknown scheduler \"round-robbin\"", "did you mean \"round-robin\"?"),
         c("max_hold_ms out of range", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 0\n"), Some(13), "reorder.max_hold_ms", "0 ms is out of range", "from 1 to 5000 ms"),
         c("min_hold_ms above max_hold_ms", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 50\nmin_hold_ms = 60\n"), Some(14), "reorder.min_hold_ms", "above max_hold_ms (50 ms)", "lower min_hold_ms"),

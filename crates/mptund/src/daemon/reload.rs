@@ -187,6 +187,9 @@ pub fn restart_needed(running: &Config, new: &Config) -> Option<(String, &'stati
         (Config::Client(a), Config::Client(b)) if a.server_public_key != b.server_public_key => {
             field("server.public_key", "the session was authenticated with it")
         }
+        (Config::Client(a), Config::Client(b)) if a.cipher != b.cipher => {
+            field("server.cipher", "the session's keys were made for it")
+        }
         (Config::Server(a), Config::Server(b)) if a.listen != b.listen => {
             field("listen", "the server's socket is bound at start")
         }

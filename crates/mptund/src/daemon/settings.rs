@@ -10,6 +10,7 @@ use crate::config::{
     ClientConfig, CongestionConfig, PathConfig, ReorderConfig as ReorderFile, SchedulerConfig,
     ServerConfig, Timers,
 };
+use crate::crypto::Aead;
 use crate::keys::{PrivateKey, PublicKey};
 use crate::session::{
     ClientPathSettings, ClientSettings, CoDelConfig, PathSettings, PeerSettings, SendQueueConfig,
@@ -20,6 +21,7 @@ pub(super) fn client(config: &ClientConfig, tun_mtu: u16) -> ClientSettings {
     ClientSettings {
         private_key: PrivateKey::from_bytes(config.private_key),
         server_public_key: PublicKey(config.server_public_key),
+        aead: config.cipher.unwrap_or_else(Aead::fastest_here),
         paths: config
             .paths
             .iter()

@@ -70,10 +70,11 @@ fn session_block(out: &mut String, session: &SessionReport, interfaces: &Interfa
     let reorder = &session.reorder;
     let _ = writeln!(
         out,
-        "peer {}  session {:08x}  up {}  keys {} old, renewed {}  reinjected {}  queued {} (waiting {})",
+        "peer {}  session {:08x}  up {}  keys ({}) {} old, renewed {}  reinjected {}  queued {} (waiting {})",
         session.peer,
         session.local_id,
         duration(session.age_ms as f64 / 1e3),
+        session.cipher,
         duration(session.key_age_ms as f64 / 1e3),
         session.key_renewals,
         session.reinjected,

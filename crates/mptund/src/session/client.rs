@@ -19,6 +19,7 @@ use super::{
 use crate::buffers::{BufferPool, Packet};
 use crate::cookie::{self, CookieReplyKey, ReceivedCookie};
 use crate::counters::{DropCounters, DropReason};
+use crate::crypto::Aead;
 use crate::handshake::{self, PendingHandshake, MAC1_LEN};
 use crate::keys::{PrivateKey, PublicKey};
 use crate::wire::{
@@ -36,6 +37,8 @@ pub struct ClientPathSettings {
 pub struct ClientSettings {
     pub private_key: PrivateKey,
     pub server_public_key: PublicKey,
+    /// The transport AEAD this client asks for in its handshakes.
+    pub aead: Aead,
     pub paths: Vec<ClientPathSettings>,
     pub session: SessionSettings,
     /// Time between handshake attempts; each attempt uses the next path.
@@ -393,6 +396,7 @@ impl ClientCore {
             path_id: path_id.0,
             unix_time_nanos: self.handshake_timestamp(),
             renews,
+            aead: self.settings.aead,
         };
         let mut packet = self.pool.take();
         let Some(message) = packet.message_mut::<HANDSHAKE_INIT_LEN>() else {
@@ -568,6 +572,7 @@ impl ClientCore {
         tracing::info!(
             session = session.local_id.0,
             path = handshaking.path.0,
+            cipher = self.settings.aead.name(),
             "session established"
         );
         self.session = Some(session);

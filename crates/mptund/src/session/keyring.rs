@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use crate::counters::DropReason;
-use crate::crypto::{KeyLifetime, SealingKey, SessionKeys};
+use crate::crypto::{Aead, KeyLifetime, SealingKey, SessionKeys};
 use crate::replay::ReplayWindow;
 use crate::wire::{PacketType, SessionId, TransportHeader, TRANSPORT_HEADER_LEN};
 
@@ -43,8 +43,22 @@ impl KeyPair {
     }
 
     fn rejects(&self, now: Instant, counter: u64, lifetime: &KeyLifetime) -> bool {
+        let lifetime = lifetime.for_aead(self.keys.aead);
         now.saturating_duration_since(self.created) >= lifetime.reject_after_time
             || counter >= lifetime.reject_after_messages
+    }
+
+    /// The higher of the counters this side sealed and the peer's it accepted under
+    /// these keys: AES-GCM's message limit counts both directions' use of the
+    /// handshake, and only the client can renew.
+    fn messages(&self) -> u64 {
+        // Counters start at 0; one more than none received is harmless here.
+        self.next_counter
+            .max(self.replay.highest().saturating_add(1))
+    }
+
+    pub fn aead(&self) -> Aead {
+        self.keys.aead
     }
 }
 
@@ -109,8 +123,9 @@ impl KeyRing {
     /// The client renews its keys from this instant on (or at once when they have
     /// sealed too many datagrams).
     pub fn rekey_due(&self) -> Instant {
-        let due = self.current.created + self.lifetime.rekey_after_time;
-        if self.current.next_counter >= self.lifetime.rekey_after_messages {
+        let lifetime = self.lifetime.for_aead(self.current.keys.aead);
+        let due = self.current.created + lifetime.rekey_after_time;
+        if self.current.messages() >= lifetime.rekey_after_messages {
             self.current.created.min(due)
         } else {
             due
@@ -119,8 +134,9 @@ impl KeyRing {
 
     /// From this instant on the current keys may no longer be used.
     pub fn expiry(&self) -> Instant {
-        let expiry = self.current.created + self.lifetime.reject_after_time;
-        if self.current.next_counter >= self.lifetime.reject_after_messages {
+        let lifetime = self.lifetime.for_aead(self.current.keys.aead);
+        let expiry = self.current.created + lifetime.reject_after_time;
+        if self.current.next_counter >= lifetime.reject_after_messages {
             self.current.created.min(expiry)
         } else {
             expiry
@@ -256,13 +272,13 @@ mod tests {
                 now,
                 SessionId(local),
                 SessionId(peer),
-                SessionKeys::new(&a, &b),
+                SessionKeys::new(Aead::ChaCha20Poly1305, &a, &b),
             ),
             KeyPair::new(
                 now,
                 SessionId(peer),
                 SessionId(local),
-                SessionKeys::new(&b, &a),
+                SessionKeys::new(Aead::ChaCha20Poly1305, &b, &a),
             ),
         )
     }
@@ -366,6 +382,21 @@ mod tests {
             deliver(start, &mut client, &mut server).unwrap_err(),
             DropReason::StaleKey
         );
+    }
+
+    #[test]
+    fn what_the_server_sealed_brings_the_clients_renewal_forward_too() {
+        // Only the client can renew: in a download the server seals nearly all.
+        let start = Instant::now();
+        let (client_keys, server_keys) = pair(start, 1, 2, 10);
+        let mut client = KeyRing::new(client_keys, lifetime());
+        let mut server = KeyRing::new(server_keys, lifetime());
+        for _ in 0..999 {
+            deliver(start, &mut server, &mut client).unwrap();
+        }
+        assert_eq!(client.rekey_due(), start + Duration::from_secs(2));
+        deliver(start, &mut server, &mut client).unwrap();
+        assert_eq!(client.rekey_due(), start);
     }
 
     #[test]

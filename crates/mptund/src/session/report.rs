@@ -47,6 +47,8 @@ pub struct SessionReport {
     pub key_renewals: u64,
     /// Age of the keys in use.
     pub key_age_ms: u64,
+    /// The transport AEAD of the keys in use.
+    pub cipher: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -198,6 +200,7 @@ impl SessionReport {
             reinjected: session.counters.reinjected,
             key_renewals: session.counters.key_renewals,
             key_age_ms: session.key_age(now).as_millis() as u64,
+            cipher: session.keys.current().aead().name(),
             queued: session.counters.queued,
             send_queue_depth: session.send_queue_depth(),
             standalone_acks: session.counters.standalone_acks,

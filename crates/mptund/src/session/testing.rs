@@ -67,6 +67,7 @@ pub fn client_settings(
     ClientSettings {
         private_key,
         server_public_key,
+        aead: crate::crypto::Aead::ChaCha20Poly1305,
         paths: (0..paths)
             .map(|index| ClientPathSettings {
                 name: format!("p{index}"),

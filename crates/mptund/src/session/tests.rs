@@ -328,6 +328,7 @@ impl Net {
             path_id: 0,
             unix_time_nanos,
             renews: None,
+            aead: crate::crypto::Aead::ChaCha20Poly1305,
         };
         crate::handshake::initiate(
             &self.client_key,

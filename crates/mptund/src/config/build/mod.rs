@@ -23,14 +23,14 @@ use super::suggest;
 use super::{
     default_control_socket, ClientConfig, Config, CongestionConfig, ControlConfig, IpNet, Loaded,
     LogConfig, MetricsConfig, PathConfig, PeerConfig, ReorderConfig, SchedulerConfig, ServerConfig,
-    Timers, TunConfig, DEFAULT_BACKUP_KEEPALIVE_INTERVAL, DEFAULT_CONTROLLER,
+    Timers, TunConfig, CIPHERS, DEFAULT_BACKUP_KEEPALIVE_INTERVAL, DEFAULT_CONTROLLER,
     DEFAULT_DUPLICATE_LATENCY_CRITICAL, DEFAULT_EQUALIZE_DELAY, DEFAULT_EQUALIZE_PERCENT,
     DEFAULT_HANDSHAKE_RETRY, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_MAX_ACK_DELAY,
     DEFAULT_METRICS_LISTEN, DEFAULT_PATH_TIMEOUT, DEFAULT_PROBE_INTERVAL,
     DEFAULT_QUEUE_CAPACITY_PACKETS, DEFAULT_QUEUE_INTERVAL, DEFAULT_QUEUE_MAX_DELAY,
     DEFAULT_QUEUE_TARGET_DELAY, DEFAULT_REORDER_CAPACITY_PACKETS, DEFAULT_REORDER_MAX_HOLD,
     DEFAULT_REORDER_MIN_HOLD, DEFAULT_SCHEDULER, DEFAULT_SESSION_IDLE_TIMEOUT,
-    DEFAULT_SESSION_TIMEOUT, DEFAULT_SOCKET_BUFFER_BYTES, DEFAULT_STATS_INTERVAL,
+    DEFAULT_SESSION_TIMEOUT, DEFAULT_SOCKET_BUFFER_BYTES, DEFAULT_STATS_INTERVAL, KNOWN_CIPHERS,
     KNOWN_CONTROLLERS, KNOWN_SCHEDULERS, MAX_PATHS,
 };
 use crate::cookie::HandshakeLimits;
@@ -287,6 +287,14 @@ impl Validator<'_> {
                 ));
         }
 
+        let cipher = self.known_name(
+            server.get_ref().cipher.as_ref(),
+            "server.cipher",
+            "cipher",
+            KNOWN_CIPHERS,
+            "auto",
+        )?;
+        let cipher = CIPHERS.into_iter().find(|aead| aead.name() == cipher);
         let paths = self.paths(&raw.path, endpoint)?;
         let timers = self.timers(&raw.timers)?;
         let paths = self.path_keepalives(&raw.path, paths, timers.keepalive_interval)?;
@@ -295,6 +303,7 @@ impl Validator<'_> {
             private_key,
             private_key_file,
             server_public_key,
+            cipher,
             tun,
             paths,
             scheduler: self.scheduler(&raw.scheduler)?,

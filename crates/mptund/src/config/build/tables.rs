@@ -168,7 +168,7 @@ impl Validator<'_> {
     }
 
     /// An optional name that must be one of `known`, or `default`.
-    fn known_name(
+    pub(super) fn known_name(
         &self,
         value: Option<&Sp<String>>,
         field: &str,
