@@ -97,6 +97,8 @@ class DaemonPair:
     timers: dict = field(default_factory=dict)
     # The server's `[handshake]` settings, e.g. {"load_threshold_per_s": 10}.
     server_handshake: dict = field(default_factory=dict)
+    # The client's `server.cipher` (None: the daemon's default, "auto").
+    cipher: str | None = None
     # Extra settings of the client's `[[path]]` tables by uplink index, e.g.
     # {1: {"socket_buffer_bytes": 65536}}.
     path_settings: dict = field(default_factory=dict)
@@ -144,6 +146,7 @@ class DaemonPair:
             'mode = "client"\nprivate_key_file = "client.key"\n'
             f'\n[tun]\nname = "mpt0"\naddresses = {json.dumps(client_addresses)}\n'
             f'\n[server]\nendpoint = "{SERVER_PUBLIC_ADDR}:{SERVER_PORT}"\npublic_key = "{server_pub}"\n'
+            + (f'cipher = "{self.cipher}"\n' if self.cipher else "")
             + paths + common + control("client"))
         server = self.workdir / "server.toml"
         server.write_text(

@@ -94,6 +94,23 @@ def test_fifty_megabytes_each_way_over_three_paths(tunnel):
             assert report["drops"][reason] == 0, (reason, report["drops"])
 
 
+@pytest.mark.parametrize("cipher", ["chacha20-poly1305", "aes-256-gcm"])
+def test_either_cipher_carries_a_transfer_and_both_ends_use_it(cipher):
+    with Testbed() as bed:
+        client, server, uplinks = direct_topology(bed, 2)
+        pair = DaemonPair(bed, client, server, uplinks, cipher=cipher)
+        pair.start()
+        count = 5_000_000
+        rx = start_receiver(server, SERVER_TUN_ADDR, 5021)
+        tx = start_sender(client, SERVER_TUN_ADDR, 5021, count, seed=21)
+        assert_byte_exact(result(tx), result(rx), count)
+        client_report, server_report = pair.stop()
+        assert [s["cipher"] for s in client_report["sessions"]] == [cipher]
+        assert [s["cipher"] for s in server_report["sessions"]] == [cipher]
+        for report in (client_report, server_report):
+            assert report["drops"]["authentication_failed"] == 0, report["drops"]
+
+
 def test_inner_ipv6(tunnel):
     count = 5_000_000
     rx = start_receiver(tunnel.server_ns, f"[{SERVER_TUN_ADDR6}]", 5003)

@@ -20,7 +20,7 @@
 //!   timeout, probe and keepalive intervals, handshake retry, session timeouts, stats
 //!   interval.
 //!
-//! What needs a restart ([`restart_needed`]): the role, keys, the TUN device, the
+//! What needs a restart ([`restart_needed`]): the role, keys, the client's cipher, the TUN device, the
 //! server's listen address, the metrics and control sockets, the reorder buffer's
 //! capacity, the congestion controller, the maximum ACK delay, and a path whose MTU
 //! is smaller than the running TUN MTU.
@@ -443,6 +443,18 @@ mod tests {
 
     const LTE: &str = "[[path]]\nname = \"lte\"\ninterface = \"wwan0\"\n";
     const WIFI: &str = "[[path]]\nname = \"wifi\"\ninterface = \"wlan0\"\n";
+
+    #[test]
+    fn a_new_cipher_needs_a_restart() {
+        let old = client(LTE);
+        let text = format!("{CLIENT_HEAD}{LTE}")
+            .replace("[server]\n", "[server]\ncipher = \"chacha20-poly1305\"\n");
+        let new = parse_client(&text);
+        let (field, _) =
+            restart_needed(&Config::Client(old.clone()), &Config::Client(new)).unwrap();
+        assert_eq!(field, "server.cipher");
+        assert!(restart_needed(&Config::Client(old.clone()), &Config::Client(old)).is_none());
+    }
 
     #[test]
     fn the_same_file_changes_nothing() {
