@@ -34,7 +34,7 @@
 //!
 //! The protocol takes the raw Noise split: `k1` (initiator to responder) and
 //! `k2` (responder to initiator) of `Split()` (Noise spec, section 5.2) become
-//! the ChaCha20-Poly1305 keys of [`crate::crypto`], taken with snow's
+//! the keys of [`crate::crypto`] for the AEAD the init names, taken with snow's
 //! `dangerously_get_raw_split` (feature `risky-raw-split`). The "danger" is
 //! using keys outside Noise's own nonce discipline; mptund keeps its own: one
 //! explicit 64-bit counter per direction, never reused, checked by a replay window.

@@ -1,7 +1,7 @@
 //! Checked views of the mptund wire format.
 //!
-//! Every datagram starts with the same four bytes (type, path id, version,
-//! reserved). Transport datagrams (Data and Control) then carry a receiver
+//! Every datagram starts with the same four bytes (type, path id, version, and
+//! the AEAD in handshakes, reserved elsewhere). Transport datagrams (Data and Control) then carry a receiver
 //! session id and a nonce counter, the AEAD ciphertext and a 16-byte tag; the
 //! two handshake messages have fixed sizes. `docs/PROTOCOL.md` at the repository
 //! root draws every layout; the named ranges in [`field`] are the single source
@@ -90,7 +90,7 @@ pub mod field {
     /// HandshakeInit: the client's (sender's) session id.
     pub const INIT_SENDER: Range<usize> = 4..8;
     /// HandshakeInit: the clear bytes bound into the Noise prologue (type, path id,
-    /// version, reserved, sender session id), so rewriting any of them fails Noise.
+    /// version, AEAD, sender session id), so rewriting any of them fails Noise.
     pub const INIT_PROLOGUE: Range<usize> = 0..8;
     /// HandshakeInit: Noise IK message 1.
     pub const INIT_NOISE: Range<usize> = 8..116;
