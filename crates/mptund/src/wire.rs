@@ -1,9 +1,9 @@
 //! Checked views of the mptund wire format.
 //!
 //! Every datagram starts with the same four bytes (type, path id, version, and
-//! the AEAD in handshakes, reserved elsewhere). Transport datagrams (Data and Control) then carry a receiver
-//! session id and a nonce counter, the AEAD ciphertext and a 16-byte tag; the
-//! two handshake messages have fixed sizes. `docs/PROTOCOL.md` at the repository
+//! the AEAD in handshakes, reserved elsewhere). Transport datagrams (Data and
+//! Control) then carry a receiver session id and a nonce counter, the AEAD
+//! ciphertext and a 16-byte tag; the two handshake messages have fixed sizes. `docs/PROTOCOL.md` at the repository
 //! root draws every layout; the named ranges in [`field`] are the single source
 //! of truth for the offsets used here.
 //!
@@ -317,8 +317,8 @@ pub enum Aead {
     /// ChaCha20-Poly1305 (RFC 8439): fast everywhere, the only choice of CPUs
     /// without AES instructions.
     ChaCha20Poly1305 = 0,
-    /// AES-256-GCM: about three times ChaCha20-Poly1305's speed on CPUs with AES
-    /// and carry-less multiplication instructions.
+    /// AES-256-GCM: about 2.7 times ChaCha20-Poly1305's speed on CPUs with AES
+    /// and carry-less multiplication instructions (`benches/datapath/REPORT.md`).
     Aes256Gcm = 1,
 }
 
@@ -367,9 +367,15 @@ fn emit_common(out: &mut [u8], packet_type: PacketType, path_id: u8, version: u8
     emit_common_with(out, packet_type, path_id, version, 0);
 }
 
-fn emit_common_with(out: &mut [u8], packet_type: PacketType, path_id: u8, version: u8, byte3: u8) {
+fn emit_common_with(
+    out: &mut [u8],
+    packet_type: PacketType,
+    path_id: u8,
+    version: u8,
+    aead_or_zero: u8,
+) {
     if let Some(common) = out.first_chunk_mut::<4>() {
-        *common = [packet_type.into(), path_id, version, byte3];
+        *common = [packet_type.into(), path_id, version, aead_or_zero];
     }
 }
 

@@ -120,8 +120,8 @@ impl KeyRing {
         self.local_ids().any(|id| id == receiver)
     }
 
-    /// The client renews its keys from this instant on (or at once when they have
-    /// sealed too many datagrams).
+    /// The client renews its keys from this instant on (or at once when either side
+    /// has sealed too many datagrams under them).
     pub fn rekey_due(&self) -> Instant {
         let lifetime = self.lifetime.for_aead(self.current.keys.aead);
         let due = self.current.created + lifetime.rekey_after_time;

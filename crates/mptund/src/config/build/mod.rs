@@ -294,6 +294,7 @@ impl Validator<'_> {
             KNOWN_CIPHERS,
             "auto",
         )?;
+        // "auto" names no AEAD: None, chosen by the CPU at start.
         let cipher = CIPHERS.into_iter().find(|aead| aead.name() == cipher);
         let paths = self.paths(&raw.path, endpoint)?;
         let timers = self.timers(&raw.timers)?;
