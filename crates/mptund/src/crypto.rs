@@ -574,7 +574,9 @@ mod tests {
     /// counter.swap_bytes()`; a Noise AESGCM nonce is `0u32 ‖ n_be`, so `n = counter`.
     #[test]
     fn matches_independent_implementation() {
-        let cases: [(Aead, CipherChoice, fn(u64) -> u64); 2] = [
+        /// snow's nonce `n` for our counter.
+        type NoiseN = fn(u64) -> u64;
+        let cases: [(Aead, CipherChoice, NoiseN); 2] = [
             (CHACHA, CipherChoice::ChaChaPoly, u64::swap_bytes),
             (Aead::Aes256Gcm, CipherChoice::AESGCM, |counter| counter),
         ];

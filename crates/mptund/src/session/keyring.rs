@@ -306,12 +306,19 @@ mod tests {
         }
     }
 
+    /// A client's and a server's ring holding the two sides of one handshake.
+    fn rings(start: Instant) -> (KeyRing, KeyRing) {
+        let (client_keys, server_keys) = pair(start, 1, 2, 10);
+        (
+            KeyRing::new(client_keys, lifetime()),
+            KeyRing::new(server_keys, lifetime()),
+        )
+    }
+
     #[test]
     fn next_keys_take_over_only_when_the_client_uses_them() {
         let start = Instant::now();
-        let (client_keys, server_keys) = pair(start, 1, 2, 10);
-        let mut client = KeyRing::new(client_keys, lifetime());
-        let mut server = KeyRing::new(server_keys, lifetime());
+        let (mut client, mut server) = rings(start);
         assert_eq!(
             deliver(start, &mut client, &mut server).unwrap().slot,
             KeySlot::Current
@@ -344,9 +351,7 @@ mod tests {
     #[test]
     fn nothing_is_accepted_under_keys_older_than_the_reject_time() {
         let start = Instant::now();
-        let (client_keys, server_keys) = pair(start, 1, 2, 10);
-        let mut client = KeyRing::new(client_keys, lifetime());
-        let mut server = KeyRing::new(server_keys, lifetime());
+        let (mut client, mut server) = rings(start);
         let late = start + lifetime().reject_after_time;
         assert!(client.expired(late));
         assert_eq!(
@@ -365,9 +370,7 @@ mod tests {
     #[test]
     fn the_message_limits_bring_renewal_and_rejection_forward() {
         let start = Instant::now();
-        let (client_keys, server_keys) = pair(start, 1, 2, 10);
-        let mut client = KeyRing::new(client_keys, lifetime());
-        let mut server = KeyRing::new(server_keys, lifetime());
+        let (mut client, mut server) = rings(start);
         assert_eq!(client.rekey_due(), start + Duration::from_secs(2));
         for _ in 0..1000 {
             deliver(start, &mut client, &mut server).unwrap();
@@ -388,9 +391,7 @@ mod tests {
     fn what_the_server_sealed_brings_the_clients_renewal_forward_too() {
         // Only the client can renew: in a download the server seals nearly all.
         let start = Instant::now();
-        let (client_keys, server_keys) = pair(start, 1, 2, 10);
-        let mut client = KeyRing::new(client_keys, lifetime());
-        let mut server = KeyRing::new(server_keys, lifetime());
+        let (mut client, mut server) = rings(start);
         for _ in 0..999 {
             deliver(start, &mut server, &mut client).unwrap();
         }
