@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mptund::handshake::Responder;
-use mptund::session::{ClientCore, ClientPathSettings, ClientSettings, Engine, Outgoing, Received};
+use mptund::session::{ClientCore, ClientPathSettings, ClientSettings, Core, Outgoing, Received};
 use mptund::wire::{self, SessionId, HANDSHAKE_RESPONSE_LEN};
 use mptund_fuzz::*;
 
@@ -116,7 +116,7 @@ impl World {
                 }
                 self.inits.push_back((outgoing.socket, bytes.to_vec()));
             }
-            self.client.on_transmitted(outgoing);
+            self.client.pool().recycle(outgoing.packet);
         }
         while let Some(packet) = self.client.poll_tun_packet() {
             self.client.pool().recycle(packet);

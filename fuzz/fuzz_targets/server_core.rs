@@ -16,7 +16,7 @@ use libfuzzer_sys::fuzz_target;
 use mptund::handshake::{self, PendingHandshake};
 use mptund::session::inner::inspect;
 use mptund::session::{
-    ClientCore, ClientPathSettings, ClientSettings, Engine, Outgoing, PeerSettings, Received,
+    ClientCore, ClientPathSettings, ClientSettings, Core, Outgoing, PeerSettings, Received,
     ServerCore, ServerSettings,
 };
 use mptund::wire::{self, SessionId, HANDSHAKE_INIT_LEN};
@@ -128,7 +128,8 @@ impl World {
             path: mptund::session::testing::path_settings(),
             session_idle_timeout: Duration::from_secs(180),
         };
-        let mut client = ClientCore::new(now, Box::new(|| CLIENT_UNIX_NANOS), client_settings, pool());
+        let mut client =
+            ClientCore::new(now, Box::new(|| CLIENT_UNIX_NANOS), client_settings, pool());
         let mut out = Vec::new();
         for index in 0..CLIENT_PATHS {
             client.set_socket_open(now, index, true, &mut out);
@@ -156,7 +157,7 @@ impl World {
                 &mut self.to_server,
                 (outgoing.socket, outgoing.packet.bytes().to_vec()),
             );
-            self.client.on_transmitted(outgoing);
+            self.client.pool().recycle(outgoing.packet);
         }
     }
 
@@ -182,7 +183,7 @@ impl World {
                     }
                 }
             }
-            self.server.on_transmitted(outgoing);
+            self.server.pool().recycle(outgoing.packet);
         }
     }
 

@@ -11,7 +11,7 @@ use arbitrary::Arbitrary;
 use mptund::buffers::{BufferPool, Packet, HEADROOM};
 use mptund::crypto::SealingKey;
 use mptund::keys::{PrivateKey, PublicKey};
-use mptund::session::{Engine, Outgoing, Received};
+use mptund::session::{Core, Outgoing, Received};
 use mptund::wire::{self, TRANSPORT_HEADER_LEN};
 
 /// TUN MTU of both cores.
@@ -504,7 +504,7 @@ pub fn tun_packet(pool: &mut BufferPool, bytes: &[u8]) -> Option<Packet> {
 /// acknowledgements of the batch) and returns the bytes it answered with in
 /// `handle_datagram` alone.
 pub fn deliver(
-    engine: &mut impl Engine,
+    engine: &mut impl Core,
     now: Instant,
     received: Received,
     bytes: &[u8],
@@ -522,7 +522,7 @@ pub fn deliver(
 
 /// Advances `engine`'s timers to `until`, at most [`MAX_TIMER_ROUNDS`] times.
 pub fn run_timers(
-    engine: &mut impl Engine,
+    engine: &mut impl Core,
     now: &mut Instant,
     until: Instant,
     out: &mut Vec<Outgoing>,

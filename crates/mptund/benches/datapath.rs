@@ -16,7 +16,7 @@ use mptund::buffers::HEADROOM;
 use mptund::crypto::{Aead, OpeningKey, SealingKey};
 use mptund::keys::PrivateKey;
 use mptund::session::testing::{client_settings, pool, server_settings, session_settings};
-use mptund::session::{ClientCore, Engine, Outgoing, Received, ServerCore};
+use mptund::session::{ClientCore, Core, Outgoing, Received, ServerCore};
 use mptund::wire::{TAG_LEN, TRANSPORT_HEADER_LEN};
 
 const BATCH: usize = 64;
@@ -84,8 +84,9 @@ fn crypto(c: &mut Criterion) {
     group.finish();
 }
 
-/// A client and a server core with an established session over one path, and the
-/// datagrams between them delivered at once.
+/// A client and a server core with an established session over one or more paths
+/// (one client socket each, from its own port), and the datagrams between them
+/// delivered at once.
 struct Pair {
     now: Instant,
     client: ClientCore,
@@ -96,7 +97,7 @@ struct Pair {
 }
 
 impl Pair {
-    fn established() -> Self {
+    fn established(paths: usize) -> Self {
         let now = Instant::now();
         let client_key = PrivateKey::generate();
         let server_key = PrivateKey::generate();
@@ -109,7 +110,7 @@ impl Pair {
                 client_key.clone(),
                 server_key.public_key(),
                 SERVER_ADDR,
-                1,
+                paths,
                 session.clone(),
             ),
             pool(MTU),
@@ -138,7 +139,10 @@ impl Pair {
             packet,
             delivered: 0,
         };
-        pair.client.set_socket_open(now, 0, true, &mut pair.out);
+        for socket in 0..paths {
+            pair.client
+                .set_socket_open(now, socket, true, &mut pair.out);
+        }
         for _ in 0..100 {
             pair.now += Duration::from_millis(10);
             pair.exchange();
@@ -169,32 +173,30 @@ impl Pair {
             self.client.flush_acks(self.now, &mut self.out);
             let from_client = std::mem::take(&mut self.out);
             let mut moved = !from_client.is_empty() || !to_client.is_empty();
-            let to_server = Received {
-                socket: 0,
-                from: CLIENT_ADDR,
-                local_ip: Some(SERVER_ADDR.ip()),
-            };
             carry(
                 &mut self.client,
                 &mut self.server,
                 from_client,
-                to_server,
+                |sent| Received {
+                    socket: 0,
+                    from: client_address(sent.socket),
+                    local_ip: Some(SERVER_ADDR.ip()),
+                },
                 self.now,
                 &mut to_client,
             );
             self.server.flush_acks(self.now, &mut to_client);
             moved |= !to_client.is_empty();
             let from_server = std::mem::take(&mut to_client);
-            let to_client_side = Received {
-                socket: 0,
-                from: SERVER_ADDR,
-                local_ip: None,
-            };
             carry(
                 &mut self.server,
                 &mut self.client,
                 from_server,
-                to_client_side,
+                |sent| Received {
+                    socket: usize::from(sent.destination.port() - CLIENT_ADDR.port()),
+                    from: SERVER_ADDR,
+                    local_ip: None,
+                },
                 self.now,
                 &mut self.out,
             );
@@ -226,18 +228,26 @@ impl Pair {
     }
 }
 
-/// Hands what `from` sent to `to` as received datagrams; what `to` answers goes to `out`.
+/// The address the client's socket `socket` sends from.
+fn client_address(socket: usize) -> SocketAddr {
+    let port = CLIENT_ADDR.port() + u16::try_from(socket).expect("a few sockets");
+    SocketAddr::new(CLIENT_ADDR.ip(), port)
+}
+
+/// Hands what `from` sent to `to` as received datagrams, each arriving as `received`
+/// says; what `to` answers goes to `out`.
 fn carry(
-    from: &mut impl Engine,
-    to: &mut impl Engine,
+    from: &mut impl Core,
+    to: &mut impl Core,
     sent: Vec<Outgoing>,
-    received: Received,
+    received: impl Fn(&Outgoing) -> Received,
     now: Instant,
     out: &mut Vec<Outgoing>,
 ) {
     for outgoing in sent {
+        let received = received(&outgoing);
         let packet = to.pool().take_copy(outgoing.packet.bytes());
-        from.on_transmitted(outgoing);
+        from.pool().recycle(outgoing.packet);
         if let Some(packet) = packet {
             to.handle_datagram(now, received, packet, out);
         }
@@ -245,12 +255,15 @@ fn carry(
 }
 
 fn core(c: &mut Criterion) {
-    let mut pair = Pair::established();
     let mut group = c.benchmark_group("core");
     group.throughput(Throughput::Elements(1));
-    group.bench_function("client_tun_to_server_tun_per_packet", |b| {
-        b.iter(|| pair.one_packet())
-    });
+    for paths in [1, 3] {
+        let mut pair = Pair::established(paths);
+        group.bench_function(
+            format!("client_tun_to_server_tun_per_packet/{paths}_paths"),
+            |b| b.iter(|| pair.one_packet()),
+        );
+    }
     group.finish();
 }
 

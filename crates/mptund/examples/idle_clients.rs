@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use mptund::buffers::{BufferPool, HEADROOM, TAILROOM};
 use mptund::keys::{PrivateKey, PublicKey};
 use mptund::session::{
-    ClientCore, ClientPathSettings, ClientSettings, Engine, PathSettings, Received,
-    SendQueueConfig, SessionSettings,
+    ClientCore, ClientPathSettings, ClientSettings, Core, PathSettings, Received, SendQueueConfig,
+    SessionSettings,
 };
 use mptund_probe::ProbeConfig;
 use mptund_sched::ReorderConfig;
@@ -197,7 +197,7 @@ fn run(args: &Args) {
                 if let Err(error) = socket.send_to(datagram.packet.bytes(), datagram.destination) {
                     core.on_send_failed(now, datagram.path, &error);
                 }
-                core.on_transmitted(datagram);
+                core.pool().recycle(datagram.packet);
             }
             while let Some(packet) = core.poll_tun_packet() {
                 core.pool().recycle(packet);

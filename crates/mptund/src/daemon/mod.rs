@@ -15,7 +15,6 @@ mod ops;
 mod reload;
 mod settings;
 mod status;
-mod transmit;
 mod tun;
 mod udp;
 
@@ -34,10 +33,9 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
 use crate::config::{ClientConfig, Config, ServerConfig, TunConfig, DEFAULT_SOCKET_BUFFER_BYTES};
 use crate::mtu;
-use crate::session::{ClientCore, Engine, Outgoing, Received, ServerCore};
+use crate::session::{ClientCore, Core, Engine, Received, ServerCore, Transmit};
 use hotplug::{LinkTable, LinkWatch};
 use ops::{Ops, OpsReady};
-use transmit::SendQueues;
 use udp::{Binding, PathSocket};
 
 pub use control::{
@@ -195,7 +193,7 @@ struct Ready {
     sockets: u64,
     /// The TUN can take the packet that waits for it.
     tun_writable: bool,
-    /// Sockets with datagrams waiting that can take more.
+    /// Blocked sockets that can take more.
     writable_sockets: u64,
     timer: bool,
     shutdown: bool,
@@ -228,8 +226,8 @@ impl Slot {
     }
 }
 
-struct EventLoop<E: Engine> {
-    engine: E,
+struct EventLoop<C: Core> {
+    engine: Engine<C>,
     tun: tun::Tun,
     /// The sockets, by the slot index the core knows them by; `None` is a free slot
     /// (a path removed by a reload).
@@ -238,19 +236,36 @@ struct EventLoop<E: Engine> {
     /// retried).
     links: Option<LinkTable>,
     tun_mtu: u16,
-    out: Vec<Outgoing>,
-    /// Datagrams waiting for their socket to take them.
-    waiting: SendQueues,
-    /// A run of datagrams copied together for one GSO send.
-    gso_buffer: Vec<u8>,
+    /// Per socket slot: a send the socket buffer had no room for, retried when the
+    /// socket is writable; the engine keeps what comes after it.
+    unsent: Vec<Option<Unsent>>,
+    /// The datagrams of the send being made, back to back.
+    send_buffer: Vec<u8>,
     stats_interval: Option<Duration>,
     next_stats: Option<Instant>,
     options: RunOptions,
 }
 
-impl<E: Engine> EventLoop<E> {
+/// What became of one send.
+enum Sent {
+    Done,
+    /// The socket's buffer was full: the send waits for it.
+    Full,
+    /// Refused, and counted; the socket stays.
+    Failed,
+    /// The socket's interface went away: it was closed.
+    Closed,
+}
+
+/// A send that found its socket's buffer full, with its datagrams.
+struct Unsent {
+    transmit: Transmit,
+    contents: Vec<u8>,
+}
+
+impl<C: Core> EventLoop<C> {
     fn new(
-        engine: E,
+        core: C,
         tun: tun::Tun,
         tun_mtu: u16,
         slots: Vec<Slot>,
@@ -258,14 +273,13 @@ impl<E: Engine> EventLoop<E> {
         options: RunOptions,
     ) -> Self {
         Self {
-            engine,
+            engine: Engine::new(core),
             tun,
             slots: slots.into_iter().map(Some).collect(),
             links: None,
             tun_mtu,
-            out: Vec::with_capacity(TUN_BATCH * 2),
-            waiting: SendQueues::default(),
-            gso_buffer: Vec::with_capacity(u16::MAX as usize),
+            unsent: Vec::new(),
+            send_buffer: Vec::with_capacity(u16::MAX as usize),
             stats_interval,
             next_stats: None,
             options,
@@ -332,7 +346,7 @@ impl<E: Engine> EventLoop<E> {
                 false
             }
         };
-        self.engine.set_socket_open(now, index, open, &mut self.out);
+        self.engine.set_socket_open(now, index, open);
         open
     }
 
@@ -340,24 +354,21 @@ impl<E: Engine> EventLoop<E> {
     /// move to the other paths.
     fn close_socket(&mut self, now: Instant, index: usize) {
         self.drop_socket(index);
-        self.fail_waiting(now, index);
-        self.engine
-            .set_socket_open(now, index, false, &mut self.out);
+        self.fail_unsent(now, index);
+        self.engine.set_socket_open(now, index, false);
     }
 
-    /// Fails every datagram waiting for socket `index` (it closed or went away): the
-    /// core counts each and re-sends its data elsewhere.
-    fn fail_waiting(&mut self, now: Instant, index: usize) {
-        let error = io::Error::new(io::ErrorKind::NotConnected, "path socket closed");
-        for datagram in self.waiting.take_all(index) {
-            self.fail(now, datagram, &error);
+    /// Fails the send socket `index` had no room for (it closed or went away): the
+    /// core counts its datagrams and re-sends their data elsewhere.
+    fn fail_unsent(&mut self, now: Instant, index: usize) {
+        if let Some(unsent) = self.unsent.get_mut(index).and_then(Option::take) {
+            let error = io::Error::new(io::ErrorKind::NotConnected, "path socket closed");
+            self.engine.on_send_failed(now, &unsent.transmit, &error);
         }
     }
 
-    /// Tells the core `datagram` could not be sent and gives its buffer back.
-    fn fail(&mut self, now: Instant, datagram: Outgoing, error: &io::Error) {
-        self.engine.on_send_failed(now, datagram.path, error);
-        self.engine.on_transmitted(datagram);
+    fn is_blocked(&self, index: usize) -> bool {
+        self.unsent.get(index).is_some_and(Option::is_some)
     }
 
     /// A new interface table: paths whose interface went away or down lose their
@@ -416,7 +427,7 @@ impl<E: Engine> EventLoop<E> {
 
     async fn run(mut self, mut ops: Ops) -> anyhow::Result<()>
     where
-        E: reload::ApplyConfig,
+        C: reload::ApplyConfig,
     {
         let mut sigterm =
             signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -446,7 +457,7 @@ impl<E: Engine> EventLoop<E> {
             let now = Instant::now();
             ops.notifier.handle_timeout(now);
             if self.engine.poll_timeout().is_some_and(|at| at <= now) {
-                self.engine.handle_timeout(now, &mut self.out);
+                self.engine.handle_timeout(now);
             }
             if now >= next_socket_retry {
                 next_socket_retry = now + SOCKET_RETRY;
@@ -503,7 +514,7 @@ impl<E: Engine> EventLoop<E> {
                 self.on_link_table(now, table);
             }
             for index in bits(ready.writable_sockets) {
-                self.waiting.set_blocked(index, false);
+                self.send_unsent(index);
             }
             if ready.tun {
                 self.read_tun()?;
@@ -515,7 +526,7 @@ impl<E: Engine> EventLoop<E> {
             }
             // Acknowledgements that found no reverse data to ride on go out once per
             // batch, not once per datagram.
-            self.engine.flush_acks(Instant::now(), &mut self.out);
+            self.engine.flush_acks(Instant::now());
         }
     }
 
@@ -547,7 +558,7 @@ impl<E: Engine> EventLoop<E> {
                     }
                 }
             }
-            for index in self.waiting.blocked() {
+            for index in (0..self.unsent.len()).filter(|&index| self.is_blocked(index)) {
                 // A closed socket is "writable": its datagrams fail at once.
                 let writable = self
                     .socket(index)
@@ -584,7 +595,7 @@ impl<E: Engine> EventLoop<E> {
     /// the paths' RTT and delay estimates are measured from.
     fn read_tun(&mut self) -> anyhow::Result<()> {
         self.tun
-            .read(&mut self.engine, TUN_BATCH, &mut self.out)
+            .read(&mut self.engine, TUN_BATCH)
             .context("reading from the TUN device")
     }
 
@@ -592,9 +603,7 @@ impl<E: Engine> EventLoop<E> {
     /// (a receive time taken before the wake-up's other work would make RTTs look
     /// shorter than they are).
     fn read_socket(&mut self, index: usize) {
-        let Self {
-            engine, slots, out, ..
-        } = self;
+        let Self { engine, slots, .. } = self;
         let Some(socket) = slots
             .get_mut(index)
             .and_then(Option::as_mut)
@@ -612,7 +621,7 @@ impl<E: Engine> EventLoop<E> {
                     local_ip: datagram.local_ip,
                 };
                 match engine.pool().take_copy(datagram.bytes) {
-                    Some(packet) => engine.handle_datagram(now, received, packet, out),
+                    Some(packet) => engine.handle_datagram(now, received, packet),
                     None => engine.record_drop(
                         now,
                         crate::counters::DropReason::Oversize,
@@ -636,40 +645,28 @@ impl<E: Engine> EventLoop<E> {
     }
 
     /// Writes what the core released to the TUN and sends what it produced, without
-    /// waiting: what a full TUN or socket cannot take now waits for it (see `wait`),
-    /// so one congested path never holds up another path or the TUN.
+    /// waiting: a socket whose buffer is full keeps its send (see `wait`) and the
+    /// engine keeps what comes after it, so one congested path never holds up
+    /// another path or the TUN.
     fn flush(&mut self) {
         self.write_tun();
         loop {
-            let mut produced = std::mem::take(&mut self.out);
-            for datagram in produced.drain(..) {
-                if let Err(datagram) = self.waiting.push(datagram) {
-                    let error = io::Error::new(io::ErrorKind::WouldBlock, "socket buffer full");
-                    self.fail(Instant::now(), datagram, &error);
-                }
-            }
-            self.out = produced;
             let mut closed = 0u64;
-            let sendable: u64 = self
-                .waiting
-                .sendable()
-                .fold(0, |set, index| set | 1 << index);
-            for index in bits(sendable) {
-                if !self.send_waiting(index) {
+            for index in 0..self.slots.len() {
+                if !self.is_blocked(index)
+                    && self.engine.has_transmit(index)
+                    && !self.send_waiting(index)
+                {
                     closed |= 1 << index;
                 }
             }
             if closed == 0 {
                 return;
             }
+            // The closed sockets' in-flight data is now queued for the other paths.
             let now = Instant::now();
             for index in bits(closed) {
-                self.engine
-                    .set_socket_open(now, index, false, &mut self.out);
-            }
-            // What the closed sockets had in flight, now for the other paths.
-            if self.out.is_empty() {
-                return;
+                self.engine.set_socket_open(now, index, false);
             }
         }
     }
@@ -679,86 +676,100 @@ impl<E: Engine> EventLoop<E> {
         self.tun.write(&mut self.engine);
     }
 
-    /// Sends what socket `index` has waiting, a GSO run per `sendmsg`, until nothing
-    /// is left or the socket is full. False when the socket failed for good and was
-    /// closed (its interface went away).
+    /// Retries the send socket `index` had no room for, then sends what else waits.
+    fn send_unsent(&mut self, index: usize) {
+        let Some(unsent) = self.unsent.get_mut(index).and_then(Option::take) else {
+            return;
+        };
+        let spare = std::mem::replace(&mut self.send_buffer, unsent.contents);
+        let sent = self.send(index, &unsent.transmit);
+        // A send kept again took the buffer with it.
+        self.send_buffer = spare;
+        let open = match sent {
+            Sent::Done | Sent::Failed => self.send_waiting(index),
+            Sent::Full => true,
+            Sent::Closed => false,
+        };
+        if !open {
+            self.engine.set_socket_open(Instant::now(), index, false);
+        }
+    }
+
+    /// Sends what the engine has for socket `index`, a GSO run per `sendmsg`, until
+    /// nothing is left or the socket is full. False when the socket failed for good
+    /// and was closed (its interface went away).
     fn send_waiting(&mut self, index: usize) -> bool {
         loop {
-            // Field by field: the GSO buffer is written while the socket is borrowed.
-            let socket = self
-                .slots
-                .get(index)
-                .and_then(Option::as_ref)
-                .and_then(|slot| slot.socket.as_ref());
-            let max_segments = socket.map_or(1, PathSocket::max_gso_segments);
-            let Some(run) = self.waiting.head_run(index, max_segments) else {
+            let max_segments = self.socket(index).map_or(1, PathSocket::max_gso_segments);
+            let Some(transmit) =
+                self.engine
+                    .poll_transmit(index, max_segments, &mut self.send_buffer)
+            else {
                 return true;
             };
-            let result = match (socket, self.waiting.peek(index, 1).next()) {
-                (Some(socket), Some(first)) if run.count == 1 => socket.try_send(
-                    first.destination,
-                    first.source_ip,
-                    first.packet.bytes(),
-                    None,
-                ),
-                (Some(socket), Some(first)) => {
-                    self.gso_buffer.clear();
-                    for datagram in self.waiting.peek(index, run.count) {
-                        self.gso_buffer.extend_from_slice(datagram.packet.bytes());
-                    }
-                    socket.try_send(
-                        first.destination,
-                        first.source_ip,
-                        &self.gso_buffer,
-                        run.segment_size,
-                    )
-                }
-                _ => Err(io::Error::new(
-                    io::ErrorKind::NotConnected,
-                    "path socket is not open",
-                )),
-            };
-            match result {
-                Ok(()) => {
-                    for datagram in self.waiting.take(index, run.count) {
-                        self.engine.on_transmitted(datagram);
-                    }
-                }
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    self.waiting.set_blocked(index, true);
-                    self.engine.on_socket_full(index);
-                    return true;
-                }
-                Err(error) => {
-                    let now = Instant::now();
-                    let failed: Vec<Outgoing> = self.waiting.take(index, run.count).collect();
-                    for datagram in failed {
-                        self.fail(now, datagram, &error);
-                    }
-                    let reopenable = self
-                        .slot(index)
-                        .filter(|slot| slot.binding.is_some() && slot.socket.is_some());
-                    if let Some(slot) = reopenable.filter(|_| is_link_failure(&error)) {
-                        tracing::warn!(path = %slot.name, %error, "path interface down or gone, closing its socket");
-                        self.drop_socket(index);
-                        self.fail_waiting(now, index);
-                        return false;
-                    }
-                }
+            match self.send(index, &transmit) {
+                Sent::Done | Sent::Failed => {}
+                Sent::Full => return true,
+                Sent::Closed => return false,
             }
         }
+    }
+
+    /// Sends `transmit`, whose datagrams are in the send buffer. A full socket keeps
+    /// the send, with the buffer, for when it is writable; a failure is the engine's
+    /// to count, and a link failure closes the socket.
+    fn send(&mut self, index: usize, transmit: &Transmit) -> Sent {
+        let result = match self.socket(index) {
+            Some(socket) => socket.try_send(
+                transmit.destination,
+                transmit.source_ip,
+                &self.send_buffer,
+                transmit.segment_size,
+            ),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "path socket is not open",
+            )),
+        };
+        let error = match result {
+            Ok(()) => return Sent::Done,
+            Err(error) => error,
+        };
+        if error.kind() == io::ErrorKind::WouldBlock {
+            if self.unsent.len() <= index {
+                self.unsent.resize_with(index + 1, || None);
+            }
+            if let Some(slot) = self.unsent.get_mut(index) {
+                // The send keeps its buffer; the next send gets a new one at once
+                // rather than growing one from nothing.
+                let fresh = Vec::with_capacity(u16::MAX as usize);
+                *slot = Some(Unsent {
+                    transmit: *transmit,
+                    contents: std::mem::replace(&mut self.send_buffer, fresh),
+                });
+            }
+            self.engine.on_socket_full(index);
+            return Sent::Full;
+        }
+        self.engine.on_send_failed(Instant::now(), transmit, &error);
+        let reopenable = self
+            .slot(index)
+            .filter(|slot| slot.binding.is_some() && slot.socket.is_some());
+        if let Some(slot) = reopenable.filter(|_| is_link_failure(&error)) {
+            tracing::warn!(path = %slot.name, %error, "path interface down or gone, closing its socket");
+            self.drop_socket(index);
+            return Sent::Closed;
+        }
+        Sent::Failed
     }
 
     async fn shut_down(mut self) -> anyhow::Result<()> {
         let now = Instant::now();
         tracing::info!("shutting down: telling the peer");
-        self.engine.close(now, &mut self.out);
+        self.engine.close(now);
         self.flush();
         let deadline = tokio::time::Instant::now() + SHUTDOWN_SEND_WAIT;
-        loop {
-            let Some(index) = self.waiting.blocked().next() else {
-                break;
-            };
+        while let Some(index) = (0..self.unsent.len()).find(|&index| self.is_blocked(index)) {
             if let Some(socket) = self.socket(index) {
                 if tokio::time::timeout_at(deadline, socket.writable())
                     .await
@@ -767,7 +778,7 @@ impl<E: Engine> EventLoop<E> {
                     break;
                 }
             }
-            self.waiting.set_blocked(index, false);
+            self.send_unsent(index);
             self.flush();
         }
         let report = self.engine.report(now);

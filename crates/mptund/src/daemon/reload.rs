@@ -31,7 +31,7 @@ use super::ops::Ops;
 use super::{interface_mtu, settings, EventLoop, Slot};
 use crate::config::{self, ClientConfig, Config, PathConfig, ServerConfig};
 use crate::mtu;
-use crate::session::{ClientCore, Engine, ReconfigureError, ServerCore, MAX_PATHS};
+use crate::session::{ClientCore, Core, ReconfigureError, ServerCore, MAX_PATHS};
 
 /// Why a valid new configuration was not applied; nothing of it is in effect.
 #[derive(Debug, thiserror::Error)]
@@ -223,7 +223,7 @@ fn common(config: &Config) -> Common<'_> {
 }
 
 /// How each role applies a new configuration to its running engine.
-pub(super) trait ApplyConfig: Engine + Sized {
+pub(super) trait ApplyConfig: Core + Sized {
     /// Applies `new` (same role, nothing in it needs a restart); on error nothing
     /// changed.
     fn apply(
@@ -338,30 +338,33 @@ impl ApplyConfig for ClientCore {
                 why: "there are no free socket slots",
             });
         }
-        if added.len() > event_loop.engine.path_ids_left() {
+        if added.len() > event_loop.engine.core().path_ids_left() {
             return Err(ReloadError::RestartNeeded {
                 field: "path".into(),
                 why: "this session has used every path id the wire allows",
             });
         }
         let session = settings::client_session(new, event_loop.tun_mtu);
-        event_loop.engine.apply_settings(
+        event_loop.engine.core_mut().apply_settings(
             session,
             new.timers.handshake_retry,
             new.timers.session_timeout,
         )?;
 
-        let mut out = std::mem::take(&mut event_loop.out);
         for path in &removed {
-            let socket = event_loop.engine.remove_path(now, &path.name, &mut out)?;
+            let socket = event_loop
+                .engine
+                .produce(now, |core, out| core.remove_path(now, &path.name, out))?;
             if let Some(slot) = event_loop.slots.get_mut(socket) {
                 *slot = None;
             }
-            event_loop.fail_waiting(now, socket);
+            event_loop.fail_unsent(now, socket);
+            event_loop.engine.fail_transmits(now, socket);
         }
         for path in &changed {
             event_loop
                 .engine
+                .core_mut()
                 .reconfigure_path(now, settings::client_path(new, path))?;
         }
         for path in &added {
@@ -374,13 +377,12 @@ impl ApplyConfig for ClientCore {
             };
             event_loop
                 .engine
+                .core_mut()
                 .add_path(now, settings::client_path(new, path), socket)?;
             event_loop.slots[socket] =
                 Some(Slot::new(path.name.clone(), Some(settings::binding(path))));
             event_loop.open_socket(now, socket, false);
         }
-        out.append(&mut event_loop.out);
-        event_loop.out = out;
         set_stats_interval(event_loop, new.log.stats_interval, now);
         Ok(())
     }
@@ -407,18 +409,26 @@ fn apply_server(
 ) -> Result<(), ReloadError> {
     let session = settings::server_session(new, event_loop.tun_mtu);
     let path = settings::server_path(new);
+    event_loop.engine.core_mut().apply_settings(
+        now,
+        session,
+        path,
+        new.timers.session_idle_timeout,
+    )?;
+    let peers = settings::peers(new);
     event_loop
         .engine
-        .apply_settings(now, session, path, new.timers.session_idle_timeout)?;
-    let peers = settings::peers(new);
-    event_loop.engine.set_peers(now, peers, &mut event_loop.out);
-    event_loop.engine.set_handshake_limits(new.handshake);
+        .produce(now, |core, out| core.set_peers(now, peers, out));
+    event_loop
+        .engine
+        .core_mut()
+        .set_handshake_limits(new.handshake);
     set_stats_interval(event_loop, new.log.stats_interval, now);
     Ok(())
 }
 
-fn set_stats_interval<E: Engine>(
-    event_loop: &mut EventLoop<E>,
+fn set_stats_interval<C: Core>(
+    event_loop: &mut EventLoop<C>,
     interval: Option<std::time::Duration>,
     now: Instant,
 ) {

@@ -21,7 +21,7 @@ use tun_rs::{AsyncDevice, DeviceBuilder, DeviceImpl, GROTable, VIRTIO_NET_HDR_LE
 use crate::buffers::{BufferPool, Packet, HEADROOM};
 use crate::config::IpNet;
 use crate::counters::DropReason;
-use crate::session::{Engine, Outgoing};
+use crate::session::{Core, Engine};
 
 /// The largest super-packet the kernel hands over: 64 KiB of IP packet after the
 /// virtio-net header.
@@ -76,12 +76,7 @@ impl Tun {
     /// Reads what the TUN has, up to about `budget` packets, and hands each to the
     /// core, stamped when its read returned. A super-packet that cannot be split (the
     /// kernel's own, so not expected) is counted as an invalid inner packet.
-    pub fn read<E: Engine>(
-        &mut self,
-        engine: &mut E,
-        budget: usize,
-        out: &mut Vec<Outgoing>,
-    ) -> io::Result<()> {
+    pub fn read<C: Core>(&mut self, engine: &mut Engine<C>, budget: usize) -> io::Result<()> {
         let mut read = 0;
         while read < budget {
             let now = Instant::now();
@@ -94,7 +89,7 @@ impl Tun {
                 Ok(()) => {
                     read += packets.len().max(1);
                     for packet in packets.drain(..) {
-                        engine.handle_tun_packet(now, packet, out);
+                        engine.handle_tun_packet(now, packet);
                     }
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -119,7 +114,7 @@ impl Tun {
     }
 
     /// Writes what the core released until it has nothing more or the TUN is full.
-    pub fn write<E: Engine>(&mut self, engine: &mut E) {
+    pub fn write<C: Core>(&mut self, engine: &mut Engine<C>) {
         let Some(offload) = &mut self.offload else {
             while let Some(packet) = self.waiting.take().or_else(|| engine.poll_tun_packet()) {
                 match self.device.try_send(packet.bytes()) {

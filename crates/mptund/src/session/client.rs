@@ -13,7 +13,7 @@ use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::ReceiveContext;
 use super::{
-    random_session_id, refuse, Engine, KeyPair, Outgoing, PathSettings, Received, Report, Session,
+    random_session_id, refuse, Core, KeyPair, Outgoing, PathSettings, Received, Report, Session,
     SessionPath, SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
@@ -226,7 +226,7 @@ impl ClientCore {
     }
 
     /// Adds a path whose socket has index `socket` (closed until
-    /// [`Engine::set_socket_open`] says otherwise). It joins the running session, if
+    /// [`Core::set_socket_open`] says otherwise). It joins the running session, if
     /// any, under a path id new to it; the server learns the path from its first
     /// authenticated probe, as at the start of a session.
     pub fn add_path(
@@ -628,7 +628,7 @@ impl ClientCore {
     }
 }
 
-impl Engine for ClientCore {
+impl Core for ClientCore {
     fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>) {
         let Some(session) = &mut self.session else {
             return refuse(

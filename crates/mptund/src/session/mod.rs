@@ -24,6 +24,7 @@ mod budget;
 pub mod classify;
 mod client;
 mod codel;
+mod engine;
 pub mod inner;
 mod keyring;
 mod migration;
@@ -39,6 +40,7 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 mod timers;
+mod transmit;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -52,11 +54,13 @@ use mptund_sched::{
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings, ReconfigureError};
 pub use codel::CoDelConfig;
+pub use engine::Engine;
 pub use keyring::KeyPair;
 pub use path::{PathSettings, SessionPath};
 pub use queue::SendQueueConfig;
 pub use report::{PathReport, Report, SessionReport};
 pub use server::{PeerSettings, ServerCore, ServerSettings};
+pub use transmit::{Transmit, MAX_GSO_SEGMENTS};
 
 use crate::buffers::{BufferPool, Packet};
 use crate::counters::DropReason;
@@ -85,8 +89,10 @@ pub struct Received {
     pub local_ip: Option<IpAddr>,
 }
 
-/// What the I/O loop drives; implemented by [`ClientCore`] and [`ServerCore`].
-pub trait Engine {
+/// A protocol core, implemented by [`ClientCore`] and [`ServerCore`]: each step takes
+/// `now` and produces the datagrams to send into `out`. The I/O loop drives a core
+/// through an [`Engine`], which queues them per socket.
+pub trait Core {
     /// An inner packet read from the TUN, in `packet.bytes()` with head- and tailroom.
     fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>);
     /// A datagram read from socket `received.socket`.
@@ -100,24 +106,15 @@ pub trait Engine {
     /// Called once after a batch of reads: acknowledgements that could not ride on
     /// reverse traffic go out now, in one datagram.
     fn flush_acks(&mut self, now: Instant, out: &mut Vec<Outgoing>);
-    /// A datagram from `out` has been handed to the socket (or failed): its buffer goes
-    /// back to the pool. What a lost datagram carried the core kept in the clear.
-    fn on_transmitted(&mut self, outgoing: Outgoing) {
-        self.pool().recycle(outgoing.packet);
-    }
     /// The next inner packet to write to the TUN.
     fn poll_tun_packet(&mut self) -> Option<Packet>;
-    /// When [`Engine::handle_timeout`] wants to run next.
+    /// When [`Core::handle_timeout`] wants to run next.
     fn poll_timeout(&self) -> Option<Instant>;
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>);
     /// The operating system refused to send on `path`.
     fn on_send_failed(&mut self, now: Instant, path: PathId, error: &std::io::Error);
-    /// Socket `socket` had no room: what waits for it stays queued in the I/O loop.
+    /// Socket `socket` had no room: what waits for it stays queued.
     fn on_socket_full(&mut self, _socket: usize) {}
-    /// Writing an inner packet to the TUN failed.
-    fn on_tun_write_failed(&mut self, now: Instant, error: &std::io::Error) {
-        self.record_drop(now, DropReason::TunWriteFailed, error);
-    }
     /// Counts a drop the I/O layer decided on (a datagram too large for any buffer).
     fn record_drop(&mut self, now: Instant, reason: DropReason, detail: &dyn std::fmt::Display);
     /// The socket with this index was opened or lost (client paths only). A lost

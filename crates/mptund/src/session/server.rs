@@ -14,7 +14,7 @@ use mptund_sched::{build_scheduler, PathId};
 use super::receive::ReceiveContext;
 use super::timers::SessionTimers;
 use super::{
-    inner, random_session_id, refuse, Engine, KeyPair, Outgoing, PathSettings, Received, Report,
+    inner, random_session_id, refuse, Core, KeyPair, Outgoing, PathSettings, Received, Report,
     Session, SessionReport, SessionSettings,
 };
 use crate::buffers::{BufferPool, Packet};
@@ -111,16 +111,16 @@ pub struct ServerCore {
     init_limiter: SourceRateLimiter,
     queued_inits: VecDeque<QueuedInit>,
     /// Cookie replies made during a batch of reads: they go out after the batch's
-    /// acknowledgements ([`Engine::flush_acks`]), so a flood never delays the
+    /// acknowledgements ([`Core::flush_acks`]), so a flood never delays the
     /// sessions' own datagrams.
     cookie_replies: Vec<Outgoing>,
     cookie_replies_sent: u64,
     /// When each session next needs its timers run.
     timers: SessionTimers,
     /// Sessions a datagram or a TUN packet changed since the last
-    /// [`Engine::flush_acks`]: they send their due acknowledgements and are
+    /// [`Core::flush_acks`]: they send their due acknowledgements and are
     /// rescheduled there, once per batch rather than once per packet. Until then
-    /// [`Engine::poll_timeout`] asks them directly.
+    /// [`Core::poll_timeout`] asks them directly.
     touched: Vec<SessionId>,
     /// Scratch for the sessions due at a wake-up.
     due: Vec<SessionId>,
@@ -194,7 +194,7 @@ impl ServerCore {
     /// its form and mac1 (one HMAC); under load, a mac2 made with the cookie of its
     /// source address, else it is answered with a cookie reply; its source's token
     /// bucket; room in the queue. What passes waits in the queue, and
-    /// [`Engine::handle_timeout`] answers at most [`INITS_PER_WAKE`] per call, so a
+    /// [`Core::handle_timeout`] answers at most [`INITS_PER_WAKE`] per call, so a
     /// flood of inits never holds up transport datagrams for long.
     fn admit_init(&mut self, now: Instant, received: Received, packet: Packet) {
         let init = match HandshakeInit::new_checked(packet.bytes()) {
@@ -734,7 +734,7 @@ impl ServerCore {
         }
     }
 
-    /// Notes a session a packet changed, for [`Engine::flush_acks`].
+    /// Notes a session a packet changed, for [`Core::flush_acks`].
     fn touch(&mut self, id: SessionId) {
         // Consecutive packets of a batch mostly share a session.
         if self.touched.last() != Some(&id) {
@@ -757,7 +757,7 @@ impl ServerCore {
         }
     }
 
-    /// When a session next needs [`Engine::handle_timeout`]: its own timers, or its end.
+    /// When a session next needs [`Core::handle_timeout`]: its own timers, or its end.
     fn deadline_of(session: &Session, idle_timeout: Duration) -> Instant {
         let expiry = Self::expiry_of(session, idle_timeout);
         session.poll_timeout().map_or(expiry, |at| at.min(expiry))
@@ -808,7 +808,7 @@ fn routes_of(peers: &[Peer]) -> Vec<(IpNet, usize)> {
     routes
 }
 
-impl Engine for ServerCore {
+impl Core for ServerCore {
     fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>) {
         let header = match inner::inspect(packet.bytes()) {
             Ok(header) => header,

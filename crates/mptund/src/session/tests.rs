@@ -172,7 +172,7 @@ impl Net {
             let Some(path) = path else {
                 self.sent_elsewhere
                     .push((outgoing.destination, bytes.len()));
-                self.server.on_transmitted(outgoing);
+                self.server.pool().recycle(outgoing.packet);
                 continue;
             };
             let lost = !to_server && self.lose_to_client[path] > 0;
@@ -189,9 +189,9 @@ impl Net {
             }
             // As the daemon does: sent datagrams go back to the core.
             if to_server {
-                self.client.on_transmitted(outgoing);
+                self.client.pool().recycle(outgoing.packet);
             } else {
-                self.server.on_transmitted(outgoing);
+                self.server.pool().recycle(outgoing.packet);
             }
         }
     }

@@ -54,7 +54,7 @@ impl Net {
         out.into_iter()
             .map(|outgoing| {
                 let bytes = outgoing.packet.bytes().to_vec();
-                self.server.on_transmitted(outgoing);
+                self.server.pool().recycle(outgoing.packet);
                 bytes
             })
             .collect()

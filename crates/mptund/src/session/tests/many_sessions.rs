@@ -90,7 +90,7 @@ impl Hub {
                 self.to_server
                     .push((index, outgoing.packet.bytes().to_vec()));
             }
-            self.clients[index].on_transmitted(outgoing);
+            self.clients[index].pool().recycle(outgoing.packet);
         }
     }
 
@@ -100,7 +100,7 @@ impl Hub {
                 self.to_clients
                     .push((index, outgoing.packet.bytes().to_vec()));
             }
-            self.server.on_transmitted(outgoing);
+            self.server.pool().recycle(outgoing.packet);
         }
         while let Some(packet) = self.server.poll_tun_packet() {
             self.server_received.push(packet.bytes().to_vec());
