@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use crate::{Liveness, RttEstimator};
+use crate::liveness::Liveness;
+use crate::rtt::RttEstimator;
 
 /// Monotonic per-path counters; each side counts what it sent and received itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

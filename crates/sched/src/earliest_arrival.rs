@@ -70,6 +70,11 @@ use crate::path::{PacketInfo, PathId, PathView, Pick};
 use crate::predict::{backlog_drain_time, predicted_arrival, predicted_arrival_when_open};
 use crate::scheduler::Scheduler;
 
+/// Never wait for a full path while another can send (the module docs say why).
+pub const EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN: Option<Duration> = None;
+/// The daemon's default `reorder.max_hold_ms`; the daemon sets its own.
+pub const EARLIEST_ARRIVAL_DEFAULT_REORDER_WINDOW: Duration = Duration::from_millis(200);
+
 /// Sends each packet where it is predicted to arrive first.
 #[derive(Clone, Debug)]
 pub struct EarliestArrival {
@@ -98,8 +103,10 @@ impl EarliestArrival {
 
 impl Default for EarliestArrival {
     fn default() -> Self {
-        let params = crate::SchedulerParams::default();
-        EarliestArrival::new(params.earliest_arrival_wait_margin, params.reorder_window)
+        EarliestArrival::new(
+            EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN,
+            EARLIEST_ARRIVAL_DEFAULT_REORDER_WINDOW,
+        )
     }
 }
 

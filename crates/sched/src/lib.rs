@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod any_scheduler;
 mod blest;
 mod earliest_arrival;
 mod ecf;
@@ -37,6 +38,9 @@ mod seq;
 mod test_support;
 mod weighted_round_robin;
 
+pub use any_scheduler::{
+    build_scheduler, AnyScheduler, BuildError, SchedulerParams, SCHEDULER_NAMES,
+};
 pub use blest::{
     Blest, BLEST_DEFAULT_LAMBDA, BLEST_DEFAULT_REORDER_WINDOW_BYTES, BLEST_LAMBDA_MAX_FACTOR,
     BLEST_LAMBDA_STEP_DOWN, BLEST_LAMBDA_STEP_UP,
@@ -58,8 +62,6 @@ pub use reorder::{
     DATA_ACTIVE_WINDOW, HEARD_WINDOW, HOLD_BUCKET_BOUNDS, MAX_REORDER_CAPACITY,
 };
 pub use round_robin::RoundRobin;
-pub use scheduler::{
-    build_scheduler, AnyScheduler, BuildError, Scheduler, SchedulerParams, SCHEDULER_NAMES,
-};
+pub use scheduler::Scheduler;
 pub use seq::SeqNo;
 pub use weighted_round_robin::WeightedRoundRobin;

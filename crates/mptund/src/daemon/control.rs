@@ -20,8 +20,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use super::metrics::Interfaces;
-use super::ops::ReportSource;
+use super::snapshot::{Interfaces, ReportSource};
 use super::status;
 
 /// Longest request line accepted.

@@ -12,9 +12,7 @@
 //! interface; empty on a server, which has one socket for every path).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -27,7 +25,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::ops::ReportSource;
+use super::snapshot::{Interfaces, ReportSource};
 use crate::counters::DropReason;
 use crate::session::{PathReport, Report, SessionReport};
 
@@ -39,33 +37,6 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// A scrape client that sends nothing for this long is disconnected.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Path name to interface name, for the `interface` label; shared with the event
-/// loop, which replaces it when a reload changes the paths.
-#[derive(Clone, Debug, Default)]
-pub struct Interfaces(Arc<std::sync::RwLock<HashMap<String, String>>>);
-
-impl Interfaces {
-    pub fn new(by_path: HashMap<String, String>) -> Self {
-        Self(Arc::new(std::sync::RwLock::new(by_path)))
-    }
-
-    /// The interface of path `name`, if it is bound to one.
-    pub fn get(&self, name: &str) -> Option<String> {
-        let by_path = self
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        by_path.get(name).cloned()
-    }
-
-    pub fn replace(&self, by_path: HashMap<String, String>) {
-        *self
-            .0
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = by_path;
-    }
-}
 
 /// The classic Prometheus text format (0.0.4) of an OpenMetrics text exposition as
 /// [`render`] writes it: a counter family is named with its `_total` suffix there,

@@ -14,6 +14,7 @@ mod notify;
 mod ops;
 mod reload;
 mod settings;
+mod snapshot;
 mod status;
 mod tun;
 mod udp;

@@ -3,44 +3,22 @@
 //!
 //! The metrics and control servers run as tasks on the event loop's own
 //! (current-thread) runtime. They never touch the protocol core: each request sends a
-//! reply channel to the loop ([`ReportSource`]), which answers between two batches with
+//! reply channel to the loop ([`ReportSource`], in `snapshot`), which answers between two batches with
 //! a fresh [`Report`], the same snapshot `--stats-file` writes.
 
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, oneshot};
 
 use super::control::{self, ControlSocket};
-use super::metrics::{self, Interfaces};
+use super::metrics;
 use super::notify::Notifier;
+use super::snapshot::{Interfaces, ReportSource};
 use crate::config::Config;
 use crate::session::Report;
-
-/// Requests waiting for the loop at once; more are refused (HTTP 503) rather than
-/// queued, so a scraping storm cannot grow memory.
-const PENDING_REQUESTS: usize = 64;
-/// A request the loop has not answered in this long is given up (the loop is stuck or
-/// shutting down).
-const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Asks the event loop for a fresh report; cheap to clone, one per server task.
-#[derive(Clone)]
-pub struct ReportSource {
-    requests: mpsc::Sender<oneshot::Sender<Report>>,
-}
-
-impl ReportSource {
-    /// A report taken by the loop now; `None` when the loop is busy with too many
-    /// requests, does not answer in time, or has ended.
-    pub async fn report(&self) -> Option<Report> {
-        let (reply, answer) = oneshot::channel();
-        self.requests.try_send(reply).ok()?;
-        tokio::time::timeout(REPLY_TIMEOUT, answer).await.ok()?.ok()
-    }
-}
 
 /// What a wait on [`Ops`] found.
 #[derive(Clone, Copy, Debug, Default)]
@@ -72,8 +50,7 @@ impl Ops {
         interfaces: std::collections::HashMap<String, String>,
     ) -> anyhow::Result<Self> {
         let interfaces = Interfaces::new(interfaces);
-        let (sender, requests) = mpsc::channel(PENDING_REQUESTS);
-        let source = ReportSource { requests: sender };
+        let (source, requests) = ReportSource::channel();
         let sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
         if let Some(listen) = config.metrics().listen {
             let listener = std::net::TcpListener::bind(listen)

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::metrics::Interfaces;
+use super::snapshot::Interfaces;
 use crate::session::{PathReport, Report, SessionReport};
 
 const HEADER: [&str; 12] = [

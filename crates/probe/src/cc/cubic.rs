@@ -47,7 +47,7 @@
 use std::time::{Duration, Instant};
 
 use super::{bytes_in, AckSignals, Controller};
-use crate::RttEstimator;
+use crate::rtt::RttEstimator;
 
 /// RFC 9438 §5.1: C = 0.4 (segments per second cubed).
 const CUBIC_C: f64 = 0.4;

@@ -90,7 +90,7 @@
 use std::time::{Duration, Instant};
 
 use super::{bytes_in, AckSignals, Controller};
-use crate::RttEstimator;
+use crate::rtt::RttEstimator;
 
 /// A gain as an exact fraction, so windows and rates are integer arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

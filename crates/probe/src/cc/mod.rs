@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::RttEstimator;
+use crate::rtt::RttEstimator;
 
 /// What a controller may learn from one acknowledgement beyond bytes and RTT: the
 /// delivery rate and the one-way queuing delay measured on the path.

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{AckSignals, Controller};
-use crate::RttEstimator;
+use crate::rtt::RttEstimator;
 
 pub(crate) const MDS: u64 = 1200;
 const NANOS_PER_SECOND: u128 = 1_000_000_000;
