@@ -71,7 +71,7 @@ def proc_stat(pid: int) -> tuple[float, float]:
     return cpu, rss_kib / 1024
 
 
-def measure(count: int, loadgen: Path, window: float, workdir: Path) -> dict:
+def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_ms: int) -> dict:
     binary = mptund_binary()
     with Testbed() as bed:
         server_ns = bed.netns("server")
@@ -112,7 +112,8 @@ def measure(count: int, loadgen: Path, window: float, workdir: Path) -> dict:
             loadgen_log = open(workdir / f"clients-{count}.log", "w")
             loadgen_proc = clients_ns.popen(loadgen, "run", "--count", str(count), "--server",
                                             f"{SERVER_IP}:{PORT}", "--server-public-key", public,
-                                            "--bind", CLIENTS_IP, stdout=loadgen_log,
+                                            "--bind", CLIENTS_IP, "--keepalive-ms", str(keepalive_ms),
+                                            stdout=loadgen_log,
                                             stderr=subprocess.STDOUT)
 
         def report() -> dict:
@@ -179,6 +180,8 @@ def main() -> None:
     parser.add_argument("--counts", default="0,100,1000")
     parser.add_argument("--window", type=float, default=20.0,
                         help="seconds over which CPU is measured")
+    parser.add_argument("--keepalive-ms", type=int, default=1000,
+                        help="each client's keepalive interval (mptund's default: 1000)")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
     args = parser.parse_args()
     loadgen = build()
@@ -186,7 +189,7 @@ def main() -> None:
     results = []
     try:
         for count in (int(c) for c in args.counts.split(",")):
-            row = measure(count, loadgen, args.window, workdir)
+            row = measure(count, loadgen, args.window, workdir, args.keepalive_ms)
             print(json.dumps(row), flush=True)
             results.append(row)
     finally:
@@ -196,6 +199,7 @@ def main() -> None:
         "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
                               capture_output=True, text=True).stdout.strip(),
         "window_s": args.window,
+        "keepalive_ms": args.keepalive_ms,
         "results": results,
     }, indent=2) + "\n")
 

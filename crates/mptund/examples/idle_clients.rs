@@ -115,7 +115,8 @@ fn settings(
             },
             adaptive_hold: None,
             equalize_delay: None,
-            path_timeout: Duration::from_secs(3),
+            // As the configuration requires: longer than the keepalive interval.
+            path_timeout: Duration::from_secs(3).max(3 * args.keepalive),
             send_queue: SendQueueConfig {
                 capacity_packets: 16,
                 max_sojourn: Duration::from_millis(50),
@@ -134,7 +135,7 @@ fn settings(
             },
         },
         handshake_retry: Duration::from_secs(1),
-        session_timeout: Duration::from_secs(10),
+        session_timeout: Duration::from_secs(10).max(3 * args.keepalive),
     }
 }
 

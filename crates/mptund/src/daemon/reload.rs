@@ -114,6 +114,7 @@ pub(super) fn reload<E: ApplyConfig>(event_loop: &mut EventLoop<E>, ops: &mut Op
             }
         }
     };
+    super::release_freed_memory();
     ops.notifier.ready(status);
 }
 
