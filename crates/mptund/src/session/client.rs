@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mptund_sched::{build_scheduler, PathId};
 
-use super::receive::ReceiveContext;
+use super::receive::{ArrivalPath, ReceiveContext};
 use super::{
     random_session_id, refuse, Core, KeyPair, Outgoing, PathSettings, Received, Report, Session,
     SessionPath, SessionReport, SessionSettings,
@@ -658,7 +658,7 @@ impl Core for ClientCore {
         &mut self,
         now: Instant,
         received: Received,
-        mut packet: Packet,
+        packet: Packet,
         out: &mut Vec<Outgoing>,
     ) {
         let wire_len = packet.len();
@@ -701,32 +701,16 @@ impl Core for ClientCore {
                         &format_args!("session id {}", header.receiver.0),
                     );
                 };
-                if let Err(reason) = session.open(now, &header, &mut packet) {
-                    return refuse(
-                        &mut self.pool,
-                        &mut self.drops,
-                        packet,
-                        now,
-                        reason,
-                        &format_args!("datagram from {}", received.from),
-                    );
-                }
-                // The socket, not the header, says which path this came in on.
-                let Some(index) = session
-                    .paths
-                    .iter()
-                    .position(|p| p.socket == received.socket)
-                else {
-                    return refuse(
-                        &mut self.pool,
-                        &mut self.drops,
-                        packet,
-                        now,
-                        DropReason::Malformed,
-                        &"datagram on a socket without a path",
-                    );
+                let Some((opened, packet)) = session.open_or_refuse(
+                    now,
+                    &header,
+                    packet,
+                    &received,
+                    &mut self.pool,
+                    &mut self.drops,
+                ) else {
+                    return;
                 };
-                session.on_authenticated(now, index, &received, wire_len, false);
                 let context = ReceiveContext {
                     pool: &mut self.pool,
                     drops: &mut self.drops,
@@ -734,7 +718,17 @@ impl Core for ClientCore {
                     out,
                     allowed_sources: None,
                 };
-                session.handle_transport(now, index, packet_type, packet, context);
+                session.receive_opened(
+                    now,
+                    &received,
+                    &header,
+                    &opened,
+                    wire_len,
+                    packet_type,
+                    packet,
+                    ArrivalPath::BySocket,
+                    context,
+                );
                 if session.peer_closed {
                     self.end_session(now, "the server closed it");
                     self.next_handshake_at = now + self.settings.handshake_retry;

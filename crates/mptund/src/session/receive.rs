@@ -14,7 +14,9 @@ use mptund_probe::{AckRanges, AckSummary};
 use mptund_sched::{PathId, RejectReason, SeqNo};
 
 use super::keyring::{KeySlot, Opened};
-use super::{inner, refuse, Inbound, Outgoing, Received, Receiver, Session, SessionPath};
+use super::{
+    inner, refuse, Inbound, Outgoing, PathSettings, Received, Receiver, Session, SessionPath,
+};
 use crate::buffers::{BufferPool, Packet};
 use crate::config::IpNet;
 use crate::counters::{DropCounters, DropReason};
@@ -33,7 +35,103 @@ pub(super) struct ReceiveContext<'a> {
     pub allowed_sources: Option<&'a [IpNet]>,
 }
 
+/// How a role finds the path an authenticated datagram arrived on.
+pub(super) enum ArrivalPath<'a> {
+    /// Client: every path has a socket of its own, which names the path.
+    BySocket,
+    /// Server: one socket for every path. The header's path id names the path, a new
+    /// id opens one with these settings, and the peer's address on a path may move
+    /// after a validation (see `migration`).
+    ById(&'a PathSettings),
+}
+
 impl Session {
+    /// What every transport datagram goes through once its session has opened it, in
+    /// both roles: its path is found and records it, the server follows the peer's
+    /// address, and its frames and inner packet are handled.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn receive_opened(
+        &mut self,
+        now: Instant,
+        received: &Received,
+        header: &TransportHeader,
+        opened: &Opened,
+        wire_len: usize,
+        packet_type: PacketType,
+        plaintext: Packet,
+        arrival: ArrivalPath<'_>,
+        context: ReceiveContext<'_>,
+    ) {
+        let (index, unknown) = match arrival {
+            ArrivalPath::BySocket => (
+                self.paths
+                    .iter()
+                    .position(|path| path.socket == received.socket),
+                "datagram on a socket without a path",
+            ),
+            ArrivalPath::ById(settings) => (
+                self.path_for(PathId(header.path_id), Some(settings), now),
+                "too many paths",
+            ),
+        };
+        let Some(index) = index else {
+            return refuse(
+                context.pool,
+                context.drops,
+                plaintext,
+                now,
+                DropReason::Malformed,
+                &unknown,
+            );
+        };
+        let follows_address = matches!(arrival, ArrivalPath::ById(_));
+        self.on_authenticated(now, index, received, wire_len, follows_address);
+        if follows_address {
+            // Only now, authenticated and fresh, may the datagram start moving the
+            // path (after a validation).
+            self.on_peer_address(
+                now,
+                index,
+                received,
+                wire_len,
+                header,
+                opened,
+                context.pool,
+                context.drops,
+                context.out,
+            );
+        }
+        self.handle_transport(now, index, packet_type, plaintext, context);
+    }
+
+    /// [`Session::open`] for a datagram from `received`: what does not open is refused
+    /// and counted.
+    pub(super) fn open_or_refuse(
+        &mut self,
+        now: Instant,
+        header: &TransportHeader,
+        mut packet: Packet,
+        received: &Received,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+    ) -> Option<(Opened, Packet)> {
+        match self.open(now, header, &mut packet) {
+            Ok(opened) => Some((opened, packet)),
+            Err(reason) => {
+                let from = received.from;
+                refuse(
+                    pool,
+                    drops,
+                    packet,
+                    now,
+                    reason,
+                    &format_args!("datagram from {from}"),
+                );
+                None
+            }
+        }
+    }
+
     /// Authenticates and decrypts a transport datagram in place with the keys its
     /// header names; afterwards the packet's range is the plaintext. The replay
     /// window is only advanced for authentic datagrams.
@@ -93,7 +191,7 @@ impl Session {
 
     /// Handles an opened transport datagram of `packet_type` that arrived on path
     /// `index`; `plaintext` is its decrypted body.
-    pub(super) fn handle_transport(
+    fn handle_transport(
         &mut self,
         now: Instant,
         index: usize,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mptund_sched::{build_scheduler, PathId};
 
-use super::receive::ReceiveContext;
+use super::receive::{ArrivalPath, ReceiveContext};
 use super::timers::SessionTimers;
 use super::{
     inner, random_session_id, refuse, Core, KeyPair, Outgoing, PathSettings, Received, Report,
@@ -599,7 +599,7 @@ impl ServerCore {
         now: Instant,
         received: Received,
         packet_type: PacketType,
-        mut packet: Packet,
+        packet: Packet,
         out: &mut Vec<Outgoing>,
     ) -> Option<SessionId> {
         let wire_len = packet.len();
@@ -625,58 +625,17 @@ impl ServerCore {
         };
         let session = &mut entry.session;
         let session_id = session.local_id;
-        let opened = match session.open(now, &header, &mut packet) {
-            Ok(opened) => opened,
-            Err(reason) => {
-                refuse(
-                    &mut self.pool,
-                    &mut self.drops,
-                    packet,
-                    now,
-                    reason,
-                    &format_args!("datagram from {}", received.from),
-                );
-                return None;
-            }
-        };
+        let (opened, packet) = session.open_or_refuse(
+            now,
+            &header,
+            packet,
+            &received,
+            &mut self.pool,
+            &mut self.drops,
+        )?;
         if let Some(retired) = opened.retired {
             self.key_ids.remove(&retired);
         }
-        // Only a new session's first datagram looks the session up again.
-        let entry = if self.peers[entry.peer].unconfirmed == Some(session_id) {
-            self.confirm(now, session_id);
-            match self.sessions.get_mut(&session_id) {
-                Some(entry) => entry,
-                None => {
-                    self.pool.recycle(packet);
-                    return None;
-                }
-            }
-        } else {
-            entry
-        };
-        let session = &mut entry.session;
-        // Only now, authenticated and fresh, may the datagram start moving the path
-        // (after a validation).
-        let Some(index) = session.path_for(PathId(header.path_id), Some(&self.path_settings), now)
-        else {
-            self.pool.recycle(packet);
-            self.drops
-                .record(now, DropReason::Malformed, &"too many paths");
-            return Some(session_id);
-        };
-        session.on_authenticated(now, index, &received, wire_len, true);
-        session.on_peer_address(
-            now,
-            index,
-            &received,
-            wire_len,
-            &header,
-            &opened,
-            &mut self.pool,
-            &mut self.drops,
-            out,
-        );
         let context = ReceiveContext {
             pool: &mut self.pool,
             drops: &mut self.drops,
@@ -684,12 +643,27 @@ impl ServerCore {
             out,
             allowed_sources: Some(&self.peers[entry.peer].settings.allowed_ips),
         };
-        session.handle_transport(now, index, packet_type, packet, context);
+        session.receive_opened(
+            now,
+            &received,
+            &header,
+            &opened,
+            wire_len,
+            packet_type,
+            packet,
+            ArrivalPath::ById(&self.path_settings),
+            context,
+        );
         if session.peer_closed && session.closed_at.is_none() {
             // The client says goodbye on every path; the session lingers so the other
             // copies are not counted as unknown.
             session.closed_at = Some(now);
             tracing::info!(peer = %self.peers[entry.peer].settings.name, session = session.local_id.0, "client closed the session");
+        }
+        // A new session's first authentic datagram: it takes over from the one it
+        // replaces.
+        if self.peers[entry.peer].unconfirmed == Some(session_id) {
+            self.confirm(now, session_id);
         }
         Some(session_id)
     }
