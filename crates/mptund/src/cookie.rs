@@ -475,8 +475,8 @@ impl SourceRateLimiter {
         Ok(())
     }
 
-    /// Forgets every bucket that has refilled completely by `now` (at most once per
-    /// [`SWEEP_INTERVAL`]).
+    /// Forgets every bucket that has refilled completely by `now` (at most once a
+    /// second: a sweep walks the whole table).
     pub fn sweep(&mut self, now: Instant) {
         if self
             .last_sweep

@@ -64,7 +64,7 @@ pub mod field {
     pub const PATH_ID: usize = 1;
     /// Protocol version (all datagrams).
     pub const VERSION: usize = 2;
-    /// Handshake init and response: the transport AEAD ([`Aead`]); reserved, must be
+    /// Handshake init and response: the transport AEAD ([`super::Aead`]); reserved, must be
     /// zero, in every other datagram.
     pub const RESERVED: usize = 3;
     /// The four common bytes.
