@@ -661,7 +661,6 @@ impl Core for ClientCore {
         packet: Packet,
         out: &mut Vec<Outgoing>,
     ) {
-        let wire_len = packet.len();
         match wire::packet_type(packet.bytes()) {
             Ok(PacketType::HandshakeResponse) => {
                 self.handle_response(now, &received, &packet, out);
@@ -701,16 +700,6 @@ impl Core for ClientCore {
                         &format_args!("session id {}", header.receiver.0),
                     );
                 };
-                let Some((opened, packet)) = session.open_or_refuse(
-                    now,
-                    &header,
-                    packet,
-                    &received,
-                    &mut self.pool,
-                    &mut self.drops,
-                ) else {
-                    return;
-                };
                 let context = ReceiveContext {
                     pool: &mut self.pool,
                     drops: &mut self.drops,
@@ -718,15 +707,14 @@ impl Core for ClientCore {
                     out,
                     allowed_sources: None,
                 };
-                session.receive_opened(
+                let arrival = ArrivalPath::BySocket;
+                session.receive(
                     now,
                     &received,
                     &header,
-                    &opened,
-                    wire_len,
                     packet_type,
                     packet,
-                    ArrivalPath::BySocket,
+                    arrival,
                     context,
                 );
                 if session.peer_closed {

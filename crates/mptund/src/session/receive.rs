@@ -46,22 +46,31 @@ pub(super) enum ArrivalPath<'a> {
 }
 
 impl Session {
-    /// What every transport datagram goes through once its session has opened it, in
-    /// both roles: its path is found and records it, the server follows the peer's
-    /// address, and its frames and inner packet are handled.
+    /// What every transport datagram goes through in both roles once the role has
+    /// found the session its receiver id names: it is opened (or refused and
+    /// counted), its path is found and records it, the server follows the peer's
+    /// address, and its frames and inner packet are handled. Returns how it opened.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn receive_opened(
+    pub(super) fn receive(
         &mut self,
         now: Instant,
         received: &Received,
         header: &TransportHeader,
-        opened: &Opened,
-        wire_len: usize,
         packet_type: PacketType,
-        plaintext: Packet,
+        mut packet: Packet,
         arrival: ArrivalPath<'_>,
         context: ReceiveContext<'_>,
-    ) {
+    ) -> Option<Opened> {
+        let wire_len = packet.len();
+        let opened = match self.open(now, header, &mut packet) {
+            Ok(opened) => opened,
+            Err(reason) => {
+                let from = received.from;
+                let detail = format_args!("datagram from {from}");
+                refuse(context.pool, context.drops, packet, now, reason, &detail);
+                return None;
+            }
+        };
         let (index, unknown) = match arrival {
             ArrivalPath::BySocket => (
                 self.paths
@@ -75,14 +84,9 @@ impl Session {
             ),
         };
         let Some(index) = index else {
-            return refuse(
-                context.pool,
-                context.drops,
-                plaintext,
-                now,
-                DropReason::Malformed,
-                &unknown,
-            );
+            let reason = DropReason::Malformed;
+            refuse(context.pool, context.drops, packet, now, reason, &unknown);
+            return Some(opened);
         };
         let follows_address = matches!(arrival, ArrivalPath::ById(_));
         self.on_authenticated(now, index, received, wire_len, follows_address);
@@ -95,47 +99,20 @@ impl Session {
                 received,
                 wire_len,
                 header,
-                opened,
+                &opened,
                 context.pool,
                 context.drops,
                 context.out,
             );
         }
-        self.handle_transport(now, index, packet_type, plaintext, context);
-    }
-
-    /// [`Session::open`] for a datagram from `received`: what does not open is refused
-    /// and counted.
-    pub(super) fn open_or_refuse(
-        &mut self,
-        now: Instant,
-        header: &TransportHeader,
-        mut packet: Packet,
-        received: &Received,
-        pool: &mut BufferPool,
-        drops: &mut DropCounters,
-    ) -> Option<(Opened, Packet)> {
-        match self.open(now, header, &mut packet) {
-            Ok(opened) => Some((opened, packet)),
-            Err(reason) => {
-                let from = received.from;
-                refuse(
-                    pool,
-                    drops,
-                    packet,
-                    now,
-                    reason,
-                    &format_args!("datagram from {from}"),
-                );
-                None
-            }
-        }
+        self.handle_transport(now, index, packet_type, packet, context);
+        Some(opened)
     }
 
     /// Authenticates and decrypts a transport datagram in place with the keys its
     /// header names; afterwards the packet's range is the plaintext. The replay
     /// window is only advanced for authentic datagrams.
-    pub fn open(
+    fn open(
         &mut self,
         now: Instant,
         header: &TransportHeader,

@@ -602,7 +602,6 @@ impl ServerCore {
         packet: Packet,
         out: &mut Vec<Outgoing>,
     ) -> Option<SessionId> {
-        let wire_len = packet.len();
         let header = match TransportHeader::parse(packet.bytes()) {
             Ok(header) => header,
             Err(error) => {
@@ -625,17 +624,6 @@ impl ServerCore {
         };
         let session = &mut entry.session;
         let session_id = session.local_id;
-        let (opened, packet) = session.open_or_refuse(
-            now,
-            &header,
-            packet,
-            &received,
-            &mut self.pool,
-            &mut self.drops,
-        )?;
-        if let Some(retired) = opened.retired {
-            self.key_ids.remove(&retired);
-        }
         let context = ReceiveContext {
             pool: &mut self.pool,
             drops: &mut self.drops,
@@ -643,17 +631,19 @@ impl ServerCore {
             out,
             allowed_sources: Some(&self.peers[entry.peer].settings.allowed_ips),
         };
-        session.receive_opened(
+        let arrival = ArrivalPath::ById(&self.path_settings);
+        let opened = session.receive(
             now,
             &received,
             &header,
-            &opened,
-            wire_len,
             packet_type,
             packet,
-            ArrivalPath::ById(&self.path_settings),
+            arrival,
             context,
-        );
+        )?;
+        if let Some(retired) = opened.retired {
+            self.key_ids.remove(&retired);
+        }
         if session.peer_closed && session.closed_at.is_none() {
             // The client says goodbye on every path; the session lingers so the other
             // copies are not counted as unknown.
