@@ -156,6 +156,7 @@ fn same_flow(a: &Outgoing, b: &Outgoing) -> bool {
 mod tests {
     use super::*;
     use crate::buffers::BufferPool;
+    use proptest::prelude::*;
     use std::net::SocketAddr;
 
     use mptund_sched::PathId;
@@ -268,5 +269,65 @@ mod tests {
         }
         assert!(queues.push(datagram(&mut pool, 0, 1, 100)).is_err());
         assert!(queues.push(datagram(&mut pool, 1, 1, 100)).is_ok());
+    }
+
+    /// A datagram to push: (socket, destination port, path, length).
+    fn any_datagram() -> impl Strategy<Value = (usize, u16, u8, usize)> {
+        (
+            0usize..3,
+            1u16..3,
+            0u8..2,
+            prop_oneof![Just(1400usize), Just(900), 1usize..1500],
+        )
+    }
+
+    proptest! {
+        /// Whatever is queued comes out exactly once, in the order it was queued on its
+        /// socket, in sends that UDP GSO can take: one destination and path, at most
+        /// `max_segments` and 64 KiB, every segment the size of the first but a
+        /// shorter last one.
+        #[test]
+        fn every_datagram_leaves_once_in_order_in_valid_runs(
+            pushed in proptest::collection::vec(any_datagram(), 0..300),
+            max_segments in 1usize..80,
+        ) {
+            let mut pool = BufferPool::new(2048, 0, 64);
+            let mut queues = Transmits::default();
+            // Per socket: each datagram's bytes, destination port and path.
+            let mut expected: Vec<Vec<(Vec<u8>, u16, PathId)>> = vec![Vec::new(); 3];
+            for (index, &(socket, port, path, len)) in pushed.iter().enumerate() {
+                let mut outgoing = datagram(&mut pool, socket, port, len);
+                outgoing.path = PathId(path);
+                // Each datagram's bytes say which one it is.
+                outgoing.packet.bytes_mut().fill((index % 251) as u8);
+                let bytes = outgoing.packet.bytes().to_vec();
+                prop_assert!(queues.push(outgoing).is_ok());
+                expected[socket].push((bytes, port, PathId(path)));
+            }
+            let mut buffer = Vec::new();
+            for (socket, expected) in expected.iter().enumerate() {
+                let mut sent: Vec<Vec<u8>> = Vec::new();
+                while let Some(transmit) = queues.poll(socket, max_segments, &mut buffer, &mut pool) {
+                    prop_assert!(transmit.datagrams >= 1);
+                    prop_assert!(transmit.datagrams <= max_segments.min(MAX_GSO_SEGMENTS));
+                    prop_assert!(transmit.datagrams == 1 || buffer.len() <= MAX_GSO_BYTES);
+                    let size = transmit.segment_size.unwrap_or(buffer.len());
+                    prop_assert_eq!(transmit.segment_size.is_some(), transmit.datagrams > 1);
+                    let segments: Vec<&[u8]> = buffer.chunks(size).collect();
+                    prop_assert_eq!(segments.len(), transmit.datagrams);
+                    let run = &expected[sent.len()..sent.len() + transmit.datagrams];
+                    for (segment, (original, port, path)) in segments.iter().zip(run) {
+                        prop_assert_eq!(*segment, original.as_slice());
+                        prop_assert_eq!(transmit.destination.port(), *port);
+                        prop_assert_eq!(transmit.path, *path);
+                    }
+                    sent.extend(segments.iter().map(|segment| segment.to_vec()));
+                }
+                let originals: Vec<Vec<u8>> =
+                    expected.iter().map(|(bytes, _, _)| bytes.clone()).collect();
+                prop_assert_eq!(&sent, &originals);
+            }
+            prop_assert!(queues.is_empty());
+        }
     }
 }
