@@ -49,7 +49,7 @@ use crate::keys::{PrivateKey, PublicKey};
 use crate::wire::field;
 use crate::wire::{
     HandshakeInit, HandshakeResponse, SessionId, WireError, HANDSHAKE_INIT_LEN,
-    HANDSHAKE_RESPONSE_LEN,
+    HANDSHAKE_RESPONSE_LEN, TAG_LEN,
 };
 use ring::{digest, hmac};
 use snow::{Builder, HandshakeState};
@@ -72,7 +72,6 @@ pub const NOISE_RESPONSE_LEN: usize = 52;
 const INIT_PAYLOAD_LEN: usize = 12;
 /// The response payload: the server's session id.
 const RESPONSE_PAYLOAD_LEN: usize = 4;
-const TAG_LEN: usize = 16;
 const PROLOGUE_LEN: usize =
     PROLOGUE_LABEL.len() + (field::INIT_PROLOGUE.end - field::INIT_PROLOGUE.start);
 

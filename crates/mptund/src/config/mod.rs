@@ -136,8 +136,10 @@ pub const DEFAULT_METRICS_LISTEN: SocketAddr =
 /// Directory of the control sockets when `[control] socket` is not set: the
 /// systemd unit's `RuntimeDirectory=mptund`.
 pub const DEFAULT_CONTROL_DIR: &str = "/run/mptund";
-/// Most `[[path]]` tables a client may have.
-pub const MAX_PATHS: usize = 64;
+/// Most `[[path]]` tables a client may have. Path ids are a `u8` on the wire, but a
+/// `PathSet` holds 64; more uplinks than that on one router is not a case worth a
+/// wider set.
+pub const MAX_PATHS: usize = mptund_sched::PathId::MAX_IN_SET as usize + 1;
 
 /// A validated configuration file.
 #[derive(Clone, Debug, PartialEq)]

@@ -245,9 +245,8 @@ pub struct SessionCounters {
     pub key_renewals: u64,
 }
 
-/// Path ids are a `u8` on the wire, but a `PathSet` holds 64; more uplinks than that on
-/// one router is not a case worth a wider set.
-pub const MAX_PATHS: usize = PathId::MAX_IN_SET as usize + 1;
+/// Paths a session may have (the configuration's limit).
+pub use crate::config::MAX_PATHS;
 
 impl Session {
     #[allow(clippy::too_many_arguments)]

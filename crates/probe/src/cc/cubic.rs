@@ -46,7 +46,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{bytes_in, AckSignals, Controller};
+use super::{bytes_in, initial_window, AckSignals, Controller};
 use crate::rtt::RttEstimator;
 
 /// RFC 9438 §5.1: C = 0.4 (segments per second cubed).
@@ -61,9 +61,6 @@ const BETA_CUBIC: f64 = BETA_CUBIC_NUMERATOR as f64 / BETA_CUBIC_DENOMINATOR as 
 const ALPHA_CUBIC: f64 = 3.0 * (1.0 - BETA_CUBIC) / (1.0 + BETA_CUBIC);
 /// RFC 9438 §4.2: the target never exceeds 1.5 × cwnd ("cwnd + cwnd/2").
 const MAX_TARGET_FACTOR: f64 = 1.5;
-/// RFC 9002 §7.2: initial window = min(10 × mds, max(14720, 2 × mds)).
-const INITIAL_WINDOW_PACKETS: u64 = 10;
-const INITIAL_WINDOW_FLOOR_BYTES: u64 = 14_720;
 /// RFC 9002 §7.2: kMinimumWindow = 2 × max_datagram_size.
 const MINIMUM_WINDOW_PACKETS: u64 = 2;
 
@@ -256,11 +253,6 @@ impl Cubic {
         // (target − cwnd) / cwnd segments per acknowledged segment, in bytes.
         self.grow((target - cwnd) * acked / cwnd);
     }
-}
-
-fn initial_window(max_datagram_size: u64) -> u64 {
-    (INITIAL_WINDOW_PACKETS * max_datagram_size)
-        .min(INITIAL_WINDOW_FLOOR_BYTES.max(MINIMUM_WINDOW_PACKETS * max_datagram_size))
 }
 
 impl Controller for Cubic {

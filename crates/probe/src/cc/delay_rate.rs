@@ -89,7 +89,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{bytes_in, AckSignals, Controller};
+use super::{bytes_in, send_quantum, AckSignals, Controller};
 use crate::rtt::RttEstimator;
 
 /// A gain as an exact fraction, so windows and rates are integer arithmetic.
@@ -133,11 +133,8 @@ const PROBE_BW_GAINS: [Gain; 8] = [
     UNIT_GAIN,
     UNIT_GAIN,
 ];
-/// BBR draft-02 §4.6.3: the send quantum is 1 ms of the path's rate ...
-const SEND_QUANTUM_INTERVAL: Duration = Duration::from_millis(1);
-/// ... at most 64 KiB (one GSO or TSO burst) ...
-const SEND_QUANTUM_MAX_BYTES: u64 = 65_536;
-/// ... and at least two packets.
+/// The send quantum (BBR draft-02 §4.6.3, `super::send_quantum`) counts here as at
+/// least two packets.
 const SEND_QUANTUM_MIN_PACKETS: u64 = 2;
 /// BBR draft-02 §4.6.4.2: room for 3 send quanta, here as the least window target.
 const QUANTIZATION_BUDGET_QUANTA: u64 = 3;
@@ -151,10 +148,6 @@ const FULL_BANDWIDTH_GROWTH: Gain = Gain::new(5, 4);
 const FULL_BANDWIDTH_ROUNDS: u32 = 3;
 /// BBR draft §4.2.3: BBRMinPipeCwnd = 4 packets.
 const MINIMUM_WINDOW_PACKETS: u64 = 4;
-/// RFC 9002 §7.2: initial window min(10 × mds, max(14720, 2 × mds)), shared with CUBIC
-/// so that both start alike (raised to the 4-packet minimum for jumbo datagrams).
-const INITIAL_WINDOW_PACKETS: u64 = 10;
-const INITIAL_WINDOW_FLOOR_BYTES: u64 = 14_720;
 /// CoDel's TARGET (RFC 8289): 5 ms of standing queue is acceptable.
 const QUEUE_TARGET_FLOOR: Duration = Duration::from_millis(5);
 /// One 1.25× probing round queues a quarter of a BDP: min_rtt / 4 of delay.
@@ -321,10 +314,8 @@ impl DelayRate {
     /// BBR draft-02 §4.6.4.2: room for the bursts in which the sender hands data to
     /// the path and the receiver acknowledges it, 3 × the send quantum (§4.6.3).
     fn quantization_budget(&self) -> u64 {
-        let send_quantum = bytes_in(self.max_delivery_rate(), SEND_QUANTUM_INTERVAL);
         QUANTIZATION_BUDGET_QUANTA
-            * send_quantum
-                .min(SEND_QUANTUM_MAX_BYTES)
+            * send_quantum(self.max_delivery_rate())
                 .max(SEND_QUANTUM_MIN_PACKETS * self.max_datagram_size)
     }
 
@@ -472,10 +463,10 @@ fn loss_rate_ppm(lost: u64, acked: u64) -> u64 {
     u64::try_from(u128::from(lost) * 1_000_000 / total).unwrap_or(u64::MAX)
 }
 
+/// RFC 9002's initial window (`super::initial_window`), raised to the 4-packet
+/// minimum for jumbo datagrams.
 fn initial_window(max_datagram_size: u64) -> u64 {
-    (INITIAL_WINDOW_PACKETS * max_datagram_size)
-        .min(INITIAL_WINDOW_FLOOR_BYTES.max(2 * max_datagram_size))
-        .max(MINIMUM_WINDOW_PACKETS * max_datagram_size)
+    super::initial_window(max_datagram_size).max(MINIMUM_WINDOW_PACKETS * max_datagram_size)
 }
 
 impl Controller for DelayRate {

@@ -91,6 +91,27 @@ pub(crate) fn bytes_in(rate_bytes_per_sec: u64, duration: Duration) -> u64 {
     u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
+/// RFC 9002 §7.2: the initial window is min(10 × mds, max(14,720 bytes, 2 × mds)).
+/// Both controllers start with it, so a path starts alike whichever one it runs.
+const INITIAL_WINDOW_PACKETS: u64 = 10;
+const INITIAL_WINDOW_FLOOR_BYTES: u64 = 14_720;
+
+pub(crate) fn initial_window(max_datagram_size: u64) -> u64 {
+    (INITIAL_WINDOW_PACKETS * max_datagram_size)
+        .min(INITIAL_WINDOW_FLOOR_BYTES.max(2 * max_datagram_size))
+}
+
+/// BBR draft-02 §4.6.3: a send quantum is 1 ms at the path's rate ...
+const SEND_QUANTUM_INTERVAL: Duration = Duration::from_millis(1);
+/// ... of at most 64 KiB, one GSO or TSO burst.
+const SEND_QUANTUM_MAX_BYTES: u64 = 65_536;
+
+/// The send quantum at `rate_bytes_per_sec`: the pacer's largest burst and the unit
+/// of delay-rate's least window.
+pub(crate) fn send_quantum(rate_bytes_per_sec: u64) -> u64 {
+    bytes_in(rate_bytes_per_sec, SEND_QUANTUM_INTERVAL).min(SEND_QUANTUM_MAX_BYTES)
+}
+
 /// The names [`build_controller`] accepts, as written in the configuration.
 pub const CONTROLLER_NAMES: &[&str] = &["cubic", "delay-rate"];
 

@@ -20,6 +20,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::send_quantum;
+
 const NANOS_PER_SECOND: u128 = 1_000_000_000;
 /// RFC 9002 §7.7: pace at N = 1.25 × window / srtt.
 const WINDOW_RATE_NUMERATOR: u128 = 5;
@@ -32,10 +34,6 @@ const MAX_BURST_PACKETS: u64 = 10;
 /// A burst never exceeds an eighth of the window, i.e. an eighth of a round trip at the
 /// pacing rate, so a small window on a slow modem is still spread out.
 const BURST_WINDOW_DIVISOR: u64 = 8;
-/// BBR draft-02 §4.6.3: a send quantum is 1 ms at the pacing rate ...
-const SEND_QUANTUM_INTERVAL_NANOS: u128 = 1_000_000;
-/// ... of at most 64 KiB.
-const SEND_QUANTUM_MAX_BYTES: u64 = 65_536;
 
 #[derive(Clone, Debug)]
 pub struct Pacer {
@@ -64,11 +62,7 @@ impl Pacer {
     pub fn capacity(&self, window: u64, rate: u64) -> u64 {
         let packets = (window / BURST_WINDOW_DIVISOR / self.max_datagram_size)
             .clamp(MIN_BURST_PACKETS, MAX_BURST_PACKETS);
-        let send_quantum =
-            u64::try_from(u128::from(rate) * SEND_QUANTUM_INTERVAL_NANOS / NANOS_PER_SECOND)
-                .unwrap_or(u64::MAX)
-                .min(SEND_QUANTUM_MAX_BYTES);
-        (packets * self.max_datagram_size).max(send_quantum)
+        (packets * self.max_datagram_size).max(send_quantum(rate))
     }
 
     /// The pacing rate in bytes per second, `None` when there is none to pace at.
