@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use mptund_probe::cc::Cubic;
 use mptund_probe::{
     build_controller, AckTracker, AnyController, Controller, Liveness, LostPacket, Pacer,
     PathCounters, PathProbe, PathStats,
@@ -86,12 +87,9 @@ pub struct SessionPath {
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
     let datagram = session.probe.max_datagram_size;
-    #[allow(
-        clippy::expect_used,
-        reason = "the configuration names a known controller, and cubic is built in"
-    )]
+    // The configuration names a known controller; CUBIC stands in otherwise.
     let controller = build_controller(&session.congestion_controller, datagram)
-        .unwrap_or_else(|_| build_controller("cubic", datagram).expect("cubic is built in"));
+        .unwrap_or_else(|_| AnyController::Cubic(Cubic::new(datagram)));
     PathProbe::new(now, session.probe, controller)
 }
 
