@@ -25,6 +25,7 @@ pub mod classify;
 mod client;
 mod codel;
 mod engine;
+mod fec;
 pub mod inner;
 mod keyring;
 mod migration;
@@ -243,6 +244,12 @@ pub struct SessionCounters {
     pub duplicated: u64,
     /// Times the session's keys were replaced by a renewal handshake.
     pub key_renewals: u64,
+    /// Parity datagrams sent on lossy paths.
+    pub parity_sent: u64,
+    /// Inner packets rebuilt from a parity datagram before their repair arrived.
+    pub parity_rebuilt: u64,
+    /// Parity datagrams that arrived with more than one member missing.
+    pub parity_unrecoverable: u64,
 }
 
 /// Paths a session may have (the configuration's limit).

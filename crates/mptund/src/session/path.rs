@@ -19,6 +19,7 @@ use mptund_probe::{
 use mptund_sched::{PathId, PathState, PathView, SeqNo};
 
 use super::budget::ProbeBudget;
+use super::fec::{self, ParityDecoder, ParityEncoder};
 use super::migration::{NewestCounter, Validation};
 use super::{ClientPathSettings, SessionSettings};
 use crate::buffers::{BufferPool, Packet};
@@ -83,6 +84,10 @@ pub struct SessionPath {
     pub validation: Option<Validation>,
     pub validations_started: u64,
     pub validations_succeeded: u64,
+    /// Sender: the parity block being filled, once the path lost enough to need one.
+    pub parity: Option<ParityEncoder>,
+    /// Receiver: copies of the latest data packets, once the peer sent parity here.
+    pub rebuild: Option<ParityDecoder>,
 }
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
@@ -172,6 +177,8 @@ impl SessionPath {
             validation: None,
             validations_started: 0,
             validations_succeeded: 0,
+            parity: None,
+            rebuild: None,
         }
     }
 
@@ -219,6 +226,26 @@ impl SessionPath {
             self.budget = ProbeBudget::new(now, settings.probe_budget_bytes_per_hour);
         }
         self.settings = *settings;
+    }
+
+    /// Adds a data datagram's inner packet to the path's parity block when the path
+    /// loses enough for parity to pay; true when the block is full and its parity due.
+    pub fn add_to_parity(&mut self, pn: u32, seq: u32, inner: &[u8], max_inner_len: usize) -> bool {
+        let sent = self.counters.sent_packets.max(1) as f64;
+        let Some(block) = fec::block_size(self.probe.lost_packets() as f64 / sent) else {
+            if let Some(encoder) = &mut self.parity {
+                encoder.clear();
+            }
+            return false;
+        };
+        let encoder = self
+            .parity
+            .get_or_insert_with(|| ParityEncoder::new(max_inner_len));
+        if !encoder.fits(pn) {
+            encoder.clear();
+        }
+        encoder.add(pn, seq, inner);
+        encoder.count() >= block
     }
 
     pub fn take_packet_number(&mut self) -> u32 {
