@@ -433,11 +433,6 @@ impl<C: Controller> PathProbe<C> {
 
     /// A snapshot for schedulers, logs and metrics. Of the counters only the sent ones
     /// are known here; the caller overwrites `counters` with its own.
-    /// Packets declared lost over the path's life.
-    pub fn lost_packets(&self) -> u64 {
-        self.loss.lost_packets()
-    }
-
     pub fn stats(&self, now: Instant) -> PathStats {
         let since_last_received = self
             .last_heard

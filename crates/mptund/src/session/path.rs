@@ -84,11 +84,17 @@ pub struct SessionPath {
     pub validation: Option<Validation>,
     pub validations_started: u64,
     pub validations_succeeded: u64,
+    /// Losses detected while the path's queue was short: the radio's, not a full
+    /// buffer's (TCP Veno's backlog test, as the delay-rate controller judges them).
+    pub radio_losses: u64,
     /// Sender: the parity block being filled, once the path lost enough to need one.
     pub parity: Option<ParityEncoder>,
     /// Receiver: copies of the latest data packets, once the peer sent parity here.
     pub rebuild: Option<ParityDecoder>,
 }
+
+/// A loss with less queue than this on its path is the radio's (CoDel's target).
+const RADIO_LOSS_QUEUE_FLOOR: Duration = Duration::from_millis(5);
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
     let datagram = session.probe.max_datagram_size;
@@ -177,6 +183,7 @@ impl SessionPath {
             validation: None,
             validations_started: 0,
             validations_succeeded: 0,
+            radio_losses: 0,
             parity: None,
             rebuild: None,
         }
@@ -228,11 +235,31 @@ impl SessionPath {
         self.settings = *settings;
     }
 
+    /// Counts `count` packets just declared lost as the radio's when the path's queue
+    /// was below the delay-rate controller's target (max(5 ms, min RTT / 4)).
+    pub fn on_losses(&mut self, count: usize) {
+        let target = self
+            .probe
+            .rtt
+            .min()
+            .map_or(RADIO_LOSS_QUEUE_FLOOR, |min_rtt| {
+                (min_rtt / 4).max(RADIO_LOSS_QUEUE_FLOOR)
+            });
+        if self
+            .probe
+            .queuing_delay()
+            .is_none_or(|queue| queue <= target)
+        {
+            self.radio_losses += count as u64;
+        }
+    }
+
     /// Adds a data datagram's inner packet to the path's parity block when the path
-    /// loses enough for parity to pay; true when the block is full and its parity due.
+    /// loses enough to the radio for parity to pay; true when the block is full and
+    /// its parity due.
     pub fn add_to_parity(&mut self, pn: u32, seq: u32, inner: &[u8], max_inner_len: usize) -> bool {
         let sent = self.counters.sent_packets.max(1) as f64;
-        let Some(block) = fec::block_size(self.probe.lost_packets() as f64 / sent) else {
+        let Some(block) = fec::block_size(self.radio_losses as f64 / sent) else {
             if let Some(encoder) = &mut self.parity {
                 encoder.clear();
             }
