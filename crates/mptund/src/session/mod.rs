@@ -142,6 +142,8 @@ pub struct SessionSettings {
     pub scheduler_params: SchedulerParams,
     /// Latency-critical inner packets go on the two fastest paths.
     pub duplicate_latency_critical: bool,
+    /// Parity datagrams on paths that lose packets to the radio (see `fec`).
+    pub parity_on_lossy_paths: bool,
     /// `reorder.max_hold` is the fixed hold unless this is set.
     pub reorder: ReorderConfig,
     /// The hold follows the paths' one-way-delay spread within these bounds.

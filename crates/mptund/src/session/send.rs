@@ -339,8 +339,8 @@ impl Session {
         };
         let packet_number = self.paths[index].take_packet_number();
         let max_inner_len = self.settings.max_inner_len;
-        let parity_due =
-            self.paths[index].add_to_parity(packet_number, seq.0, packet.bytes(), max_inner_len);
+        let parity_due = self.settings.parity_on_lossy_paths
+            && self.paths[index].add_to_parity(packet_number, seq.0, packet.bytes(), max_inner_len);
         let meta = DataMeta {
             path_pn: packet_number,
             tx_time_us: self.timestamp_us(now),
