@@ -84,9 +84,10 @@ pub struct SessionPath {
     pub validation: Option<Validation>,
     pub validations_started: u64,
     pub validations_succeeded: u64,
-    /// Losses detected while the path's queue was short: the radio's, not a full
-    /// buffer's (TCP Veno's backlog test, as the delay-rate controller judges them).
-    pub radio_losses: u64,
+    /// The share of the path's data datagrams lost while its queue was short: the
+    /// radio's losses, not a full buffer's (TCP Veno's backlog test, as the delay-rate
+    /// controller judges them), averaged over about [`RADIO_LOSS_MEMORY`] datagrams.
+    radio_loss_rate: f64,
     /// Sender: the parity block being filled, once the path lost enough to need one.
     pub parity: Option<ParityEncoder>,
     /// Receiver: copies of the latest data packets, once the peer sent parity here.
@@ -95,6 +96,9 @@ pub struct SessionPath {
 
 /// A loss with less queue than this on its path is the radio's (CoDel's target).
 const RADIO_LOSS_QUEUE_FLOOR: Duration = Duration::from_millis(5);
+/// Data datagrams the radio loss rate is averaged over: a few seconds of a cellular
+/// uplink, enough to see a 0.2 % loss rate about eight times.
+const RADIO_LOSS_MEMORY: f64 = 4096.0;
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
     let datagram = session.probe.max_datagram_size;
@@ -183,7 +187,7 @@ impl SessionPath {
             validation: None,
             validations_started: 0,
             validations_succeeded: 0,
-            radio_losses: 0,
+            radio_loss_rate: 0.0,
             parity: None,
             rebuild: None,
         }
@@ -250,7 +254,7 @@ impl SessionPath {
             .queuing_delay()
             .is_none_or(|queue| queue <= target)
         {
-            self.radio_losses += count as u64;
+            self.radio_loss_rate += count as f64 / RADIO_LOSS_MEMORY;
         }
     }
 
@@ -258,8 +262,8 @@ impl SessionPath {
     /// loses enough to the radio for parity to pay; true when the block is full and
     /// its parity due.
     pub fn add_to_parity(&mut self, pn: u32, seq: u32, inner: &[u8], max_inner_len: usize) -> bool {
-        let sent = self.counters.sent_packets.max(1) as f64;
-        let Some(block) = fec::block_size(self.radio_losses as f64 / sent) else {
+        self.radio_loss_rate *= 1.0 - 1.0 / RADIO_LOSS_MEMORY;
+        let Some(block) = fec::block_size(self.radio_loss_rate) else {
             if let Some(encoder) = &mut self.parity {
                 encoder.clear();
             }

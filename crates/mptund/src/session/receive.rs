@@ -540,9 +540,6 @@ impl Session {
         if let Some((from, to)) = result.liveness_change {
             self.paths[index].log_transition(from, to, session);
         }
-        if !self.sender.lost.is_empty() {
-            self.paths[index].on_losses(self.sender.lost.len());
-        }
         // Lost packets first: releasing the acknowledged ones recycles everything
         // older than what is still in flight, lost packets included.
         self.reinject_lost(now, index, super::resend::Resend::InTurn, pool, drops, out);

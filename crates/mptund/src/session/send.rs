@@ -208,6 +208,17 @@ impl Session {
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) {
+        // A block whose span the next packet number leaves (pings took numbers in
+        // between) gets its parity now, before the packet that would not fit.
+        let path = &self.paths[index];
+        let next = path.peek_packet_number();
+        if path
+            .parity
+            .as_ref()
+            .is_some_and(|encoder| encoder.count() > 0 && !encoder.fits(next))
+        {
+            self.send_parity(now, index, pool, out);
+        }
         let (outgoing, parity_due) = self.seal_data(now, index, seq, packet, pool);
         let id = outgoing.path;
         self.sender
