@@ -15,7 +15,7 @@
 use crate::wire::{ParityMeta, PARITY_SPAN};
 
 /// Loss rate from which a path sends parity: below it the repairs are rare enough.
-pub const MIN_LOSS_RATE: f64 = 0.0004;
+pub const MIN_LOSS_RATE: f64 = 0.001;
 /// Fewest and most members per block.
 const MIN_BLOCK: u32 = 8;
 const MAX_BLOCK: u32 = PARITY_SPAN;
@@ -355,7 +355,6 @@ mod tests {
     fn block_size_follows_the_loss_rate() {
         assert_eq!(block_size(0.0), None);
         assert_eq!(block_size(f64::NAN), None);
-        assert_eq!(block_size(0.0003), None);
         assert_eq!(block_size(0.002), Some(32));
         assert_eq!(block_size(0.01), Some(25));
         assert_eq!(block_size(0.05), Some(8));
