@@ -347,7 +347,7 @@ fn minimal_client_gets_defaults() {
     assert_eq!(config.reorder.min_hold, DEFAULT_REORDER_MIN_HOLD);
     assert!(config.reorder.adaptive);
     assert!(!config.scheduler.duplicate_latency_critical);
-    assert!(config.scheduler.parity_on_lossy_paths);
+    assert!(!config.scheduler.parity_on_lossy_paths);
     assert_eq!(
         config.reorder.capacity_packets,
         DEFAULT_REORDER_CAPACITY_PACKETS
