@@ -87,6 +87,8 @@ class DaemonPair:
     congestion_controller: str | None = "cubic"
     reorder_adaptive: bool | None = True
     duplicate_latency_critical: bool = False
+    # Extra `[scheduler]` settings for both daemons, e.g. {"parity_on_lossy_paths": False}.
+    scheduler_settings: dict = field(default_factory=dict)
     # Serve Prometheus metrics on this port of each namespace's loopback (None: off).
     metrics_port: int | None = None
     # Extra `[congestion]` settings for both daemons, e.g. {"queue_target_delay_ms": 20}.
@@ -127,7 +129,8 @@ class DaemonPair:
             + "".join(f"{key} = {json.dumps(value)}\n" for key, value in self.path_settings.get(index, {}).items())
             for index, uplink in enumerate(self.uplinks))
         common = (toml_table("scheduler", name=self.scheduler,
-                             duplicate_latency_critical=self.duplicate_latency_critical)
+                             duplicate_latency_critical=self.duplicate_latency_critical,
+                             **self.scheduler_settings)
                   + toml_table("reorder", max_hold_ms=self.hold_ms, adaptive=self.reorder_adaptive,
                                **self.reorder)
                   + toml_table("congestion", controller=self.congestion_controller, **self.congestion)

@@ -114,6 +114,8 @@ def reorder_figures(receiver_report: dict) -> dict:
         "gaps_skipped": reorder["gaps_skipped"],
         "seqs_skipped_early": reorder.get("seqs_skipped_early", 0),
         "duplicates": reorder["duplicates"],
+        "parity_rebuilt": (receiver_report.get("sessions") or [{}])[0].get("parity_rebuilt"),
+        "parity_unrecoverable": (receiver_report.get("sessions") or [{}])[0].get("parity_unrecoverable"),
     }
 
 
@@ -124,6 +126,7 @@ def sender_figures(sender_report: dict) -> dict:
         "reinjected": sessions[0].get("reinjected"),
         "queued": sessions[0].get("queued"),
         "duplicated": sessions[0].get("duplicated"),
+        "parity_sent": sessions[0].get("parity_sent"),
         "drops": {k: v for k, v in sender_report.get("drops", {}).items() if v},
         "sent_data_packets": {p["name"]: p["sent_data_packets"] for p in sessions[0].get("paths", [])},
     }

@@ -5,9 +5,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use mptund::wire::{
-    self, ControlMeta, DataMeta, HandshakeInit, HandshakeResponse, PacketType, TransportHeader,
-    CONTROL_META_LEN, DATA_META_LEN, HANDSHAKE_INIT_LEN, HANDSHAKE_RESPONSE_LEN,
-    TRANSPORT_HEADER_LEN,
+    self, ControlMeta, DataMeta, HandshakeInit, HandshakeResponse, PacketType, ParityMeta,
+    TransportHeader, CONTROL_META_LEN, DATA_META_LEN, HANDSHAKE_INIT_LEN, HANDSHAKE_RESPONSE_LEN,
+    PARITY_META_LEN, TRANSPORT_HEADER_LEN,
 };
 
 fuzz_target!(|datagram: &[u8]| {
@@ -63,5 +63,10 @@ fuzz_target!(|datagram: &[u8]| {
         let mut emitted = [0u8; CONTROL_META_LEN];
         meta.emit(&mut emitted);
         assert_eq!(&emitted[..], &datagram[..CONTROL_META_LEN]);
+    }
+    if let Ok(meta) = ParityMeta::parse(datagram) {
+        let mut emitted = [0u8; PARITY_META_LEN];
+        meta.emit(&mut emitted);
+        assert_eq!(&emitted[..], &datagram[..PARITY_META_LEN]);
     }
 });

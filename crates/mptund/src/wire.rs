@@ -29,6 +29,11 @@ pub const DATA_META_LEN: usize = 12;
 pub const TAG_LEN: usize = 16;
 /// Length of the metadata that precedes the frames in a Control plaintext.
 pub const CONTROL_META_LEN: usize = 8;
+/// Length of the metadata that precedes the XOR payload in a Parity plaintext: as
+/// long as a Data datagram's, so a parity over full-sized inner packets fits the path.
+pub const PARITY_META_LEN: usize = 12;
+/// How many path packet numbers one parity block spans: the member bitmap's width.
+pub const PARITY_SPAN: u32 = 32;
 /// Bytes a Data datagram adds to the inner IP packet (header + meta + tag),
 /// not counting the outer UDP (8) and IP (20 for IPv4, 40 for IPv6) headers.
 pub const DATA_OVERHEAD: usize = TRANSPORT_HEADER_LEN + DATA_META_LEN + TAG_LEN;
@@ -53,6 +58,7 @@ pub const FRAME_HEADER_LEN: usize = 3;
 pub const MAX_PATH_ID: u8 = mptund_sched::PathId::MAX_IN_SET;
 
 const _: () = assert!(DATA_OVERHEAD == 44);
+const _: () = assert!(PARITY_META_LEN == DATA_META_LEN);
 
 /// Byte offsets of every field, as named ranges.
 pub mod field {
@@ -81,6 +87,13 @@ pub mod field {
     pub const DATA_TX_TIME: Range<usize> = 4..8;
     /// Data plaintext: session-wide sequence number.
     pub const DATA_SEQ: Range<usize> = 8..12;
+
+    /// Parity plaintext: path packet number of the first member.
+    pub const PARITY_FIRST_PN: Range<usize> = 0..4;
+    /// Parity plaintext: member bitmap, bit i for path packet number first + i.
+    pub const PARITY_MEMBERS: Range<usize> = 4..8;
+    /// Parity plaintext: XOR of the members' session sequence numbers.
+    pub const PARITY_SEQ_XOR: Range<usize> = 8..12;
 
     /// Control plaintext: per-path packet number.
     pub const CONTROL_PATH_PN: Range<usize> = 0..4;
@@ -212,14 +225,20 @@ pub enum PacketType {
     /// Server to client, instead of a HandshakeResponse while the server is under
     /// load: a cookie for the init's source address (52 bytes).
     CookieReply = 0x06,
+    /// Transport datagram carrying the XOR of a block of the path's data datagrams
+    /// (forward error correction on lossy paths).
+    Parity = 0x07,
 }
 
 impl PacketType {
-    /// Whether this is a transport type (Data or Control).
+    /// Whether this is a transport type (Data, Control or Parity).
     pub fn is_transport(self) -> bool {
         matches!(
             self,
-            PacketType::Data | PacketType::Control | PacketType::DataWithFrames
+            PacketType::Data
+                | PacketType::Control
+                | PacketType::DataWithFrames
+                | PacketType::Parity
         )
     }
 
@@ -240,6 +259,7 @@ impl TryFrom<u8> for PacketType {
             0x04 => Ok(PacketType::Control),
             0x05 => Ok(PacketType::DataWithFrames),
             0x06 => Ok(PacketType::CookieReply),
+            0x07 => Ok(PacketType::Parity),
             other => Err(WireError::UnknownType(other)),
         }
     }
@@ -454,6 +474,39 @@ impl DataMeta {
         out[field::DATA_PATH_PN].copy_from_slice(&self.path_pn.to_be_bytes());
         out[field::DATA_TX_TIME].copy_from_slice(&self.tx_time_us.to_be_bytes());
         out[field::DATA_SEQ].copy_from_slice(&self.seq.to_be_bytes());
+    }
+}
+
+/// The metadata at the start of a Parity plaintext, before the XOR of the members'
+/// inner packets (zero-padded to the longest). A parity takes no packet number of its
+/// own: it is not acknowledged, only used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParityMeta {
+    /// Path packet number of bit 0 of `members`.
+    pub first_pn: u32,
+    /// Bit `i` set: path packet number `first_pn + i` (wrapping) is a member.
+    pub members: u32,
+    /// XOR of the members' session sequence numbers.
+    pub seq_xor: u32,
+}
+
+impl ParityMeta {
+    /// Parses the metadata at the start of a Parity plaintext; the XOR payload is
+    /// `plaintext[PARITY_META_LEN..]`.
+    pub fn parse(plaintext: &[u8]) -> Result<Self, WireError> {
+        check_len(plaintext, PARITY_META_LEN)?;
+        Ok(ParityMeta {
+            first_pn: read_u32(plaintext, field::PARITY_FIRST_PN),
+            members: read_u32(plaintext, field::PARITY_MEMBERS),
+            seq_xor: read_u32(plaintext, field::PARITY_SEQ_XOR),
+        })
+    }
+
+    /// Writes the metadata.
+    pub fn emit(&self, out: &mut [u8; PARITY_META_LEN]) {
+        out[field::PARITY_FIRST_PN].copy_from_slice(&self.first_pn.to_be_bytes());
+        out[field::PARITY_MEMBERS].copy_from_slice(&self.members.to_be_bytes());
+        out[field::PARITY_SEQ_XOR].copy_from_slice(&self.seq_xor.to_be_bytes());
     }
 }
 
@@ -1173,7 +1226,8 @@ mod tests {
         assert_eq!(packet_type(&[4, 0, 0, 0, 9]), Ok(PacketType::Control));
         assert_eq!(packet_type(&[5, 0, 0, 0]), Ok(PacketType::DataWithFrames));
         assert_eq!(packet_type(&[6, 0, 2, 0]), Ok(PacketType::CookieReply));
-        assert_eq!(packet_type(&[7, 0, 0, 0]), Err(WireError::UnknownType(7)));
+        assert_eq!(packet_type(&[7, 0, 0, 0]), Ok(PacketType::Parity));
+        assert_eq!(packet_type(&[8, 0, 0, 0]), Err(WireError::UnknownType(8)));
         assert_eq!(packet_type(&[0, 0, 0, 0]), Err(WireError::UnknownType(0)));
         assert_eq!(
             packet_type(&[3, 0, 0]),
@@ -1291,6 +1345,30 @@ mod tests {
                 got: 11
             })
         );
+    }
+
+    #[test]
+    fn parity_meta_exact_bytes() {
+        let bytes = [
+            0xff, 0xff, 0xff, 0xff, // first member's path pn
+            0x80, 0x00, 0x00, 0x03, // members: first, first + 1, first + 31
+            0x12, 0x34, 0x56, 0x78, // seq xor
+            0x45, // start of the payload, ignored
+        ];
+        let meta = ParityMeta::parse(&bytes).unwrap();
+        assert_eq!(
+            meta,
+            ParityMeta {
+                first_pn: u32::MAX,
+                members: 0x8000_0003,
+                seq_xor: 0x1234_5678
+            }
+        );
+        let mut out = [0u8; PARITY_META_LEN];
+        meta.emit(&mut out);
+        assert_eq!(out[..], bytes[..12]);
+        assert!(ParityMeta::parse(&bytes[..11]).is_err());
+        assert!(PacketType::Parity.is_transport() && !PacketType::Parity.carries_data());
     }
 
     #[test]
@@ -1800,6 +1878,7 @@ mod tests {
             let _ = TransportHeader::parse(&bytes);
             let _ = DataMeta::parse(&bytes);
             let _ = ControlMeta::parse(&bytes);
+            let _ = ParityMeta::parse(&bytes);
             let _ = HandshakeInit::new_checked(&bytes);
             let _ = HandshakeResponse::new_checked(&bytes);
             if let Ok(reply) = CookieReply::new_checked(&bytes) {

@@ -99,6 +99,11 @@ pub const DEFAULT_SCHEDULER: &str = "earliest-arrival";
 /// `benches/schedulers/` shows the copies pay for their bytes.
 pub const DEFAULT_DUPLICATE_LATENCY_CRITICAL: bool = false;
 
+/// Default `scheduler.parity_on_lossy_paths`: off. On lossy paths it gained one cubic
+/// flow 6-8 % and cost one bbr flow 0-2.5 % (`benches/schedulers/REPORT.md`), and the
+/// whole benchmark matrix has not run with it on.
+pub const DEFAULT_PARITY_ON_LOSSY_PATHS: bool = false;
+
 /// Default `reorder.max_hold_ms`: above the delay spread of cellular uplinks (tens
 /// of ms between LTE modems on a train, LTE versus 5G NSA, Wi-Fi at 5-6x the LTE
 /// RTT under load in seed 000) and still far below the inner TCP's 1 s minimum RTO.
@@ -239,6 +244,10 @@ pub struct SchedulerConfig {
     /// Send latency-critical inner packets (pure TCP ACKs, SYN/FIN/RST, DNS) on the
     /// two fastest paths.
     pub duplicate_latency_critical: bool,
+    /// Send a parity datagram after each block of data datagrams on a path that
+    /// loses packets to the radio, so the receiver rebuilds a loss without waiting
+    /// for its repair.
+    pub parity_on_lossy_paths: bool,
     /// Tuning of the schedulers that have any. `blest_reorder_window_bytes` is not
     /// configured: the daemon derives it from the reorder buffer's capacity.
     pub params: mptund_sched::SchedulerParams,

@@ -347,6 +347,7 @@ fn minimal_client_gets_defaults() {
     assert_eq!(config.reorder.min_hold, DEFAULT_REORDER_MIN_HOLD);
     assert!(config.reorder.adaptive);
     assert!(!config.scheduler.duplicate_latency_critical);
+    assert!(!config.scheduler.parity_on_lossy_paths);
     assert_eq!(
         config.reorder.capacity_packets,
         DEFAULT_REORDER_CAPACITY_PACKETS
@@ -630,6 +631,7 @@ fn broken_configs() -> Vec<Broken> {
         c("blest_lambda not a number", format!("{MINIMAL_CLIENT}[scheduler]\nblest_lambda = \"high\"\n"), Some(13), "scheduler.blest_lambda", "expected f64", ""),
         c("wait margin out of range", format!("{MINIMAL_CLIENT}[scheduler]\nearliest_arrival_wait_margin_us = -1\n"), Some(13), "scheduler.earliest_arrival_wait_margin_us", "-1 µs is out of range", "from 0 to 1000000 µs"),
         c("duplication not a boolean", format!("{MINIMAL_CLIENT}[scheduler]\nduplicate_latency_critical = 1\n"), Some(13), "scheduler.duplicate_latency_critical", "expected a boolean", "true` or `false"),
+        c("parity not a boolean", format!("{MINIMAL_CLIENT}[scheduler]\nparity_on_lossy_paths = \"auto\"\n"), Some(13), "scheduler.parity_on_lossy_paths", "expected a boolean", "true` or `false"),
         c("capacity out of range", format!("{MINIMAL_CLIENT}[reorder]\ncapacity_packets = 2000000\n"), Some(13), "reorder.capacity_packets", "out of range", "16 to 1048576"),
         c("path_timeout <= keepalive", format!("{MINIMAL_CLIENT}[timers]\nkeepalive_interval_ms = 2000\npath_timeout_ms = 2000\n"), Some(14), "timers.path_timeout_ms", "must be greater than keepalive_interval_ms (2000)", "e.g. 6000"),
         c("keepalive above default path timeout", format!("{MINIMAL_CLIENT}[timers]\nkeepalive_interval_ms = 5000\n"), Some(13), "timers.keepalive_interval_ms", "path_timeout_ms (3000) must be greater", "e.g. 15000"),

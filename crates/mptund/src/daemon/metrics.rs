@@ -512,6 +512,24 @@ const SESSION_METRICS: &[Metric<SessionReport>] = &[
         unit: None,
         value: Value::Counter(|s| s.standalone_acks),
     },
+    Metric {
+        name: "mptund_session_parity_sent",
+        help: "Parity datagrams sent on paths that lose packets to the radio (forward error correction).",
+        unit: None,
+        value: Value::Counter(|s| s.parity_sent),
+    },
+    Metric {
+        name: "mptund_session_parity_rebuilt_packets",
+        help: "Inner packets rebuilt from a parity datagram before the tunnel's repair arrived.",
+        unit: None,
+        value: Value::Counter(|s| s.parity_rebuilt),
+    },
+    Metric {
+        name: "mptund_session_parity_unrecoverable",
+        help: "Parity datagrams that arrived with more than one of their packets missing.",
+        unit: None,
+        value: Value::Counter(|s| s.parity_unrecoverable),
+    },
 ];
 
 /// A session's reorder buffer: its depth now and its statistics.

@@ -126,6 +126,7 @@ fn session(
             ..scheduler.params.clone()
         },
         duplicate_latency_critical: scheduler.duplicate_latency_critical,
+        parity_on_lossy_paths: scheduler.parity_on_lossy_paths,
         reorder: ReorderConfig {
             max_hold: reorder.max_hold,
             capacity: reorder.capacity_packets,

@@ -671,7 +671,10 @@ impl Core for ClientCore {
                 self.pool.recycle(packet);
             }
             Ok(
-                packet_type @ (PacketType::Data | PacketType::Control | PacketType::DataWithFrames),
+                packet_type @ (PacketType::Data
+                | PacketType::Control
+                | PacketType::DataWithFrames
+                | PacketType::Parity),
             ) => {
                 let header = match TransportHeader::parse(packet.bytes()) {
                     Ok(header) => header,

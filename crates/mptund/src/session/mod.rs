@@ -25,6 +25,7 @@ pub mod classify;
 mod client;
 mod codel;
 mod engine;
+mod fec;
 pub mod inner;
 mod keyring;
 mod migration;
@@ -141,6 +142,8 @@ pub struct SessionSettings {
     pub scheduler_params: SchedulerParams,
     /// Latency-critical inner packets go on the two fastest paths.
     pub duplicate_latency_critical: bool,
+    /// Parity datagrams on paths that lose packets to the radio (see `fec`).
+    pub parity_on_lossy_paths: bool,
     /// `reorder.max_hold` is the fixed hold unless this is set.
     pub reorder: ReorderConfig,
     /// The hold follows the paths' one-way-delay spread within these bounds.
@@ -243,6 +246,12 @@ pub struct SessionCounters {
     pub duplicated: u64,
     /// Times the session's keys were replaced by a renewal handshake.
     pub key_renewals: u64,
+    /// Parity datagrams sent on lossy paths.
+    pub parity_sent: u64,
+    /// Inner packets rebuilt from a parity datagram before their repair arrived.
+    pub parity_rebuilt: u64,
+    /// Parity datagrams that arrived with more than one member missing.
+    pub parity_unrecoverable: u64,
 }
 
 /// Paths a session may have (the configuration's limit).

@@ -19,6 +19,7 @@ use mptund_probe::{
 use mptund_sched::{PathId, PathState, PathView, SeqNo};
 
 use super::budget::ProbeBudget;
+use super::fec::{self, ParityDecoder, ParityEncoder};
 use super::migration::{NewestCounter, Validation};
 use super::{ClientPathSettings, SessionSettings};
 use crate::buffers::{BufferPool, Packet};
@@ -83,7 +84,21 @@ pub struct SessionPath {
     pub validation: Option<Validation>,
     pub validations_started: u64,
     pub validations_succeeded: u64,
+    /// The share of the path's data datagrams lost while its queue was short: the
+    /// radio's losses, not a full buffer's (TCP Veno's backlog test, as the delay-rate
+    /// controller judges them), averaged over about [`RADIO_LOSS_MEMORY`] datagrams.
+    radio_loss_rate: f64,
+    /// Sender: the parity block being filled, once the path lost enough to need one.
+    pub parity: Option<ParityEncoder>,
+    /// Receiver: copies of the latest data packets, once the peer sent parity here.
+    pub rebuild: Option<ParityDecoder>,
 }
+
+/// A loss with less queue than this on its path is the radio's (CoDel's target).
+const RADIO_LOSS_QUEUE_FLOOR: Duration = Duration::from_millis(5);
+/// Data datagrams the radio loss rate is averaged over: a few seconds of a cellular
+/// uplink, enough to see a 0.2 % loss rate about eight times.
+const RADIO_LOSS_MEMORY: f64 = 4096.0;
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
     let datagram = session.probe.max_datagram_size;
@@ -172,6 +187,9 @@ impl SessionPath {
             validation: None,
             validations_started: 0,
             validations_succeeded: 0,
+            radio_loss_rate: 0.0,
+            parity: None,
+            rebuild: None,
         }
     }
 
@@ -219,6 +237,46 @@ impl SessionPath {
             self.budget = ProbeBudget::new(now, settings.probe_budget_bytes_per_hour);
         }
         self.settings = *settings;
+    }
+
+    /// Counts `count` packets just declared lost as the radio's when the path's queue
+    /// was below the delay-rate controller's target (max(5 ms, min RTT / 4)).
+    pub fn on_losses(&mut self, count: usize) {
+        let target = self
+            .probe
+            .rtt
+            .min()
+            .map_or(RADIO_LOSS_QUEUE_FLOOR, |min_rtt| {
+                (min_rtt / 4).max(RADIO_LOSS_QUEUE_FLOOR)
+            });
+        if self
+            .probe
+            .queuing_delay()
+            .is_none_or(|queue| queue <= target)
+        {
+            self.radio_loss_rate += count as f64 / RADIO_LOSS_MEMORY;
+        }
+    }
+
+    /// Adds a data datagram's inner packet to the path's parity block when the path
+    /// loses enough to the radio for parity to pay; true when the block is full and
+    /// its parity due.
+    pub fn add_to_parity(&mut self, pn: u32, seq: u32, inner: &[u8], max_inner_len: usize) -> bool {
+        self.radio_loss_rate *= 1.0 - 1.0 / RADIO_LOSS_MEMORY;
+        let Some(block) = fec::block_size(self.radio_loss_rate) else {
+            if let Some(encoder) = &mut self.parity {
+                encoder.clear();
+            }
+            return false;
+        };
+        let encoder = self
+            .parity
+            .get_or_insert_with(|| ParityEncoder::new(max_inner_len));
+        if !encoder.fits(pn) {
+            encoder.clear();
+        }
+        encoder.add(pn, seq, inner);
+        encoder.count() >= block
     }
 
     pub fn take_packet_number(&mut self) -> u32 {

@@ -13,16 +13,17 @@ use std::time::{Duration, Instant};
 use mptund_probe::{AckRanges, AckSummary};
 use mptund_sched::{PathId, RejectReason, SeqNo};
 
+use super::fec::{Decoded, ParityDecoder};
 use super::keyring::{KeySlot, Opened};
 use super::{
     inner, refuse, Inbound, Outgoing, PathSettings, Received, Receiver, Session, SessionPath,
 };
-use crate::buffers::{BufferPool, Packet};
+use crate::buffers::{BufferPool, Packet, HEADROOM};
 use crate::config::IpNet;
 use crate::counters::{DropCounters, DropReason};
 use crate::wire::{
-    self, AckRangesView, ControlMeta, DataMeta, Frame, PacketType, TransportHeader, DATA_META_LEN,
-    TRANSPORT_HEADER_LEN,
+    self, AckRangesView, ControlMeta, DataMeta, Frame, PacketType, ParityMeta, TransportHeader,
+    DATA_META_LEN, PARITY_META_LEN, TRANSPORT_HEADER_LEN,
 };
 
 /// What the receiving path needs beyond the datagram: the shared buffers and counters.
@@ -180,6 +181,7 @@ impl Session {
             PacketType::Data | PacketType::DataWithFrames => {
                 self.handle_data(now, index, packet_type, plaintext, context)
             }
+            PacketType::Parity => self.handle_parity(now, index, plaintext, context),
             _ => {
                 self.handle_control(
                     now,
@@ -242,6 +244,46 @@ impl Session {
             after_meta
         };
         plaintext.set_range(inner_start, end);
+        let context = ReceiveContext {
+            pool,
+            drops,
+            deliver,
+            out,
+            allowed_sources,
+        };
+        self.accept_inner(
+            now,
+            index,
+            plaintext,
+            meta.path_pn,
+            SeqNo(meta.seq),
+            wait,
+            context,
+        );
+    }
+
+    /// Checks an inner packet (one a data datagram carried, or one a parity rebuilt)
+    /// and hands it to the reorder buffer. The packet's range starts at the inner
+    /// packet; padding after it is cut.
+    #[allow(clippy::too_many_arguments)]
+    fn accept_inner(
+        &mut self,
+        now: Instant,
+        index: usize,
+        mut plaintext: Packet,
+        path_pn: u32,
+        seq: SeqNo,
+        wait: Duration,
+        context: ReceiveContext<'_>,
+    ) {
+        let ReceiveContext {
+            pool,
+            drops,
+            deliver,
+            allowed_sources,
+            ..
+        } = context;
+        let inner_start = plaintext.start();
         let header = match inner::inspect(plaintext.bytes()) {
             Ok(header) => header,
             Err(error) => {
@@ -280,12 +322,15 @@ impl Session {
             }
         }
         plaintext.set_range(inner_start, inner_start + header.total_len);
+        if let Some(rebuild) = &mut self.paths[index].rebuild {
+            rebuild.on_data(path_pn, seq.0, plaintext.bytes());
+        }
         self.paths[index].counters.received_data_packets += 1;
         let inbound = Inbound {
             packet: plaintext,
             not_before: now + wait,
         };
-        if let Err(rejected) = self.receiver.reorder.insert(now, SeqNo(meta.seq), inbound) {
+        if let Err(rejected) = self.receiver.reorder.insert(now, seq, inbound) {
             let reason = match rejected.reason {
                 RejectReason::Duplicate => DropReason::Duplicate,
                 RejectReason::TooOld => DropReason::TooOld,
@@ -297,7 +342,7 @@ impl Session {
                 rejected.item.packet,
                 now,
                 reason,
-                &format_args!("inner packet seq {}", meta.seq),
+                &format_args!("inner packet seq {}", seq.0),
             );
         }
         if let Some(wait) = self.receiver.reorder.take_needed_wait() {
@@ -307,6 +352,61 @@ impl Session {
             }
         }
         self.drain_releasable(now, deliver);
+    }
+
+    /// A parity for the data datagrams of path `index`: rebuilds the one member that
+    /// has not arrived, if exactly one is missing, and accepts it as if it had.
+    fn handle_parity(
+        &mut self,
+        now: Instant,
+        index: usize,
+        plaintext: Packet,
+        context: ReceiveContext<'_>,
+    ) {
+        let Ok(meta) = ParityMeta::parse(plaintext.bytes()) else {
+            return refuse(
+                context.pool,
+                context.drops,
+                plaintext,
+                now,
+                DropReason::Malformed,
+                &"parity datagram without metadata",
+            );
+        };
+        let payload = plaintext.bytes().get(PARITY_META_LEN..).unwrap_or_default();
+        let max_inner_len = self.settings.max_inner_len;
+        let Some(decoder) = &mut self.paths[index].rebuild else {
+            // The first parity on a path starts the copies; its own members went by.
+            self.paths[index].rebuild = Some(ParityDecoder::new(max_inner_len));
+            return context.pool.recycle(plaintext);
+        };
+        let mut rebuilt = context.pool.take();
+        let decoded = match rebuilt.buffer_mut().get_mut(HEADROOM..) {
+            Some(out) => decoder.decode(&meta, payload, out),
+            None => Decoded::Inconsistent,
+        };
+        context.pool.recycle(plaintext);
+        match decoded {
+            Decoded::Rebuilt { pn, seq, len } => {
+                self.counters.parity_rebuilt += 1;
+                rebuilt.set_range(HEADROOM, HEADROOM + len);
+                let wait = Duration::ZERO;
+                self.accept_inner(now, index, rebuilt, pn, SeqNo(seq), wait, context);
+            }
+            Decoded::Complete => context.pool.recycle(rebuilt),
+            Decoded::Unrecoverable => {
+                self.counters.parity_unrecoverable += 1;
+                context.pool.recycle(rebuilt);
+            }
+            Decoded::Inconsistent => refuse(
+                context.pool,
+                context.drops,
+                rebuilt,
+                now,
+                DropReason::Malformed,
+                &"parity longer than its buffer or shorter than its members",
+            ),
+        }
     }
 
     fn handle_control(

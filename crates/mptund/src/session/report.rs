@@ -45,6 +45,9 @@ pub struct SessionReport {
     pub duplicated: u64,
     /// Times a renewal handshake replaced the session's keys.
     pub key_renewals: u64,
+    pub parity_sent: u64,
+    pub parity_rebuilt: u64,
+    pub parity_unrecoverable: u64,
     /// Age of the keys in use.
     pub key_age_ms: u64,
     /// The transport AEAD of the keys in use.
@@ -206,6 +209,9 @@ impl SessionReport {
             standalone_acks: session.counters.standalone_acks,
             piggybacked_acks: session.counters.piggybacked_acks,
             duplicated: session.counters.duplicated,
+            parity_sent: session.counters.parity_sent,
+            parity_rebuilt: session.counters.parity_rebuilt,
+            parity_unrecoverable: session.counters.parity_unrecoverable,
             // Last: moves the stats once the fields above have read them.
             reorder_stats: reorder,
         }

@@ -69,6 +69,10 @@ impl Session {
         out: &mut Vec<Outgoing>,
     ) {
         let lost = std::mem::take(&mut self.sender.lost);
+        let data_lost = lost.iter().filter(|packet| packet.seq.is_some()).count();
+        if data_lost > 0 {
+            self.paths[index].on_losses(data_lost);
+        }
         for packet in &lost {
             let Some(seq) = packet.seq else {
                 continue;

@@ -21,7 +21,7 @@ use crate::buffers::{BufferPool, Packet, MAX_PIGGYBACK};
 use crate::counters::DropCounters;
 use crate::wire::{
     self, ControlMeta, DataMeta, Frame, PacketType, CONTROL_META_LEN, DATA_META_LEN,
-    PIGGYBACK_LEN_FIELD, TAG_LEN, TRANSPORT_HEADER_LEN,
+    PARITY_META_LEN, PIGGYBACK_LEN_FIELD, TAG_LEN, TRANSPORT_HEADER_LEN,
 };
 
 /// What one ping costs on the wire: IPv4 and UDP headers, transport header, control
@@ -156,11 +156,7 @@ impl Session {
         match pick {
             Pick::One(id) => match self.path_index(id) {
                 Some(index) => {
-                    let outgoing = self.seal_data(now, index, seq, packet, pool);
-                    self.sender
-                        .scheduler
-                        .on_sent(now, id, outgoing.packet.len());
-                    out.push(outgoing);
+                    self.send_data(now, index, seq, packet, pool, out);
                     Placement::Sent
                 }
                 None => Placement::Held(packet),
@@ -186,11 +182,7 @@ impl Session {
                             .and_then(|source| pool.take_copy_of(source))
                     };
                     if let Some(copy) = copy {
-                        let outgoing = self.seal_data(now, index, seq, copy, pool);
-                        self.sender
-                            .scheduler
-                            .on_sent(now, id, outgoing.packet.len());
-                        out.push(outgoing);
+                        self.send_data(now, index, seq, copy, pool, out);
                         copies_sent += 1;
                     }
                 }
@@ -203,6 +195,87 @@ impl Session {
             }
             Pick::Hold => Placement::Held(packet),
         }
+    }
+
+    /// Seals the inner packet for path `index` and queues it, followed by the path's
+    /// parity datagram when it completes a block.
+    fn send_data(
+        &mut self,
+        now: Instant,
+        index: usize,
+        seq: SeqNo,
+        packet: Packet,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        // A block whose span the next packet number leaves (pings took numbers in
+        // between) gets its parity now, before the packet that would not fit.
+        let path = &self.paths[index];
+        let next = path.peek_packet_number();
+        if path
+            .parity
+            .as_ref()
+            .is_some_and(|encoder| encoder.count() > 0 && !encoder.fits(next))
+        {
+            self.send_parity(now, index, pool, out);
+        }
+        let (outgoing, parity_due) = self.seal_data(now, index, seq, packet, pool);
+        let id = outgoing.path;
+        self.sender
+            .scheduler
+            .on_sent(now, id, outgoing.packet.len());
+        out.push(outgoing);
+        if parity_due {
+            self.send_parity(now, index, pool, out);
+        }
+    }
+
+    /// Sends the parity of path `index`'s full block on that path, behind its members.
+    /// Like an acknowledgement it takes no packet number and no room in the window:
+    /// it is a few percent on top of what the window lets through, and only used.
+    fn send_parity(
+        &mut self,
+        now: Instant,
+        index: usize,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let path = &mut self.paths[index];
+        let (Some(encoder), Some(destination)) = (&mut path.parity, path.remote) else {
+            return;
+        };
+        let payload = encoder.payload();
+        let mut packet = pool.take();
+        let meta_start = TRANSPORT_HEADER_LEN;
+        let payload_start = meta_start + PARITY_META_LEN;
+        let end = payload_start + payload.len();
+        let Some(payload_buf) = packet.buffer_mut().get_mut(payload_start..end) else {
+            encoder.clear();
+            return pool.recycle(packet);
+        };
+        payload_buf.copy_from_slice(payload);
+        let mut meta = [0u8; PARITY_META_LEN];
+        encoder.meta().emit(&mut meta);
+        encoder.clear();
+        let path_id = path.id;
+        let (header, counter, key) = self.keys.next_header(PacketType::Parity, path_id.0);
+        let buf = packet.buffer_mut();
+        buf[..TRANSPORT_HEADER_LEN].copy_from_slice(&header);
+        buf[meta_start..payload_start].copy_from_slice(&meta);
+        let tag = key.seal_in_place(&header, counter, &mut buf[meta_start..end]);
+        buf[end..end + TAG_LEN].copy_from_slice(&tag);
+        packet.set_range(0, end + TAG_LEN);
+        let path = &mut self.paths[index];
+        let packet_number = path.peek_packet_number();
+        path.on_sent(now, packet_number, packet.len(), None, false, false);
+        self.counters.parity_sent += 1;
+        out.push(Outgoing {
+            socket: path.socket,
+            destination,
+            source_ip: path.local_ip,
+            path: path_id,
+            packet,
+        });
     }
 
     /// Writes acknowledgement frames for every path with something to acknowledge into
@@ -234,7 +307,8 @@ impl Session {
     /// Seals the inner packet in `packet` (at HEADROOM) for path `index` in place,
     /// piggybacking acknowledgements in the headroom when the path MTU leaves room.
     /// The path keeps a copy of the inner packet in the clear until it is
-    /// acknowledged: a loss is sealed again from it, never decrypted back.
+    /// acknowledged: a loss is sealed again from it, never decrypted back. Also says
+    /// whether the packet completed the path's parity block.
     fn seal_data(
         &mut self,
         now: Instant,
@@ -242,7 +316,7 @@ impl Session {
         seq: SeqNo,
         mut packet: Packet,
         pool: &mut BufferPool,
-    ) -> Outgoing {
+    ) -> (Outgoing, bool) {
         let kept = pool.take_copy_of(&packet);
         let inner_start = packet.start();
         let inner_end = inner_start + packet.len();
@@ -275,6 +349,9 @@ impl Session {
             (PacketType::Data, inner_start - DATA_META_LEN)
         };
         let packet_number = self.paths[index].take_packet_number();
+        let max_inner_len = self.settings.max_inner_len;
+        let parity_due = self.settings.parity_on_lossy_paths
+            && self.paths[index].add_to_parity(packet_number, seq.0, packet.bytes(), max_inner_len);
         let meta = DataMeta {
             path_pn: packet_number,
             tx_time_us: self.timestamp_us(now),
@@ -300,7 +377,7 @@ impl Session {
             clippy::expect_used,
             reason = "a path without an address is down to the scheduler (SessionPath::scheduler_state)"
         )]
-        Outgoing {
+        let outgoing = Outgoing {
             socket: path.socket,
             destination: path
                 .remote
@@ -308,7 +385,8 @@ impl Session {
             source_ip: path.local_ip,
             path: path.id,
             packet,
-        }
+        };
+        (outgoing, parity_due)
     }
 
     /// Builds a control datagram on path `index` whose frames `write` puts into the

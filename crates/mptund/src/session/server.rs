@@ -834,7 +834,10 @@ impl Core for ServerCore {
         match wire::packet_type(packet.bytes()) {
             Ok(PacketType::HandshakeInit) => self.admit_init(now, received, packet),
             Ok(
-                packet_type @ (PacketType::Data | PacketType::Control | PacketType::DataWithFrames),
+                packet_type @ (PacketType::Data
+                | PacketType::Control
+                | PacketType::DataWithFrames
+                | PacketType::Parity),
             ) => {
                 let touched =
                     self.handle_transport_datagram(now, received, packet_type, packet, out);

@@ -1348,3 +1348,55 @@ fn server_peer_changes_apply_in_place_and_a_removed_peer_is_closed() {
     assert!(!net.client.is_established());
     assert!(net.server.drops().get(DropReason::HandshakeRejected) >= 2);
 }
+
+#[test]
+fn a_lossy_path_sends_parity_and_the_receiver_rebuilds_a_loss_before_its_repair() {
+    let mut net = Net::established(&[10], Duration::from_millis(200));
+    // The path loses 6 of its first 60 data datagrams with no queue: the radio's
+    // losses, enough for parity to pay from then on.
+    let mut tag = 0;
+    for _ in 0..6 {
+        for i in 0..10 {
+            if i == 5 {
+                net.lose_to_client = vec![1];
+            }
+            net.server_sends_sized(tag, 500);
+            tag += 1;
+        }
+        net.run_for(Duration::from_millis(100));
+    }
+    let report = net.client.report(net.now);
+    let (rebuilt_before, duplicates_before) = (
+        report.sessions[0].parity_rebuilt,
+        report.sessions[0].reorder.duplicates,
+    );
+    // Blocks of 32: one datagram lost in the middle of the next 96.
+    let first = tag;
+    for i in 0..96 {
+        if i == 40 {
+            net.lose_to_client = vec![1];
+        }
+        net.server_sends_sized(tag, 500);
+        tag += 1;
+        if i % 12 == 11 {
+            net.run_for(Duration::from_millis(40));
+        }
+    }
+    net.run_for(Duration::from_millis(300));
+    let tags: Vec<u32> = net.client_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(tags, (0..tag).collect::<Vec<_>>(), "complete and in order");
+    let lost = first + 40;
+    let rebuilt = &net.client_received[lost as usize];
+    assert_eq!(
+        rebuilt,
+        &inner_packet(SERVER_INNER, CLIENT_INNER, lost, 500)
+    );
+    let server = net.server.report(net.now);
+    let sent = server.sessions[0].parity_sent;
+    assert!(sent >= 2, "{sent} {:?}", server.sessions[0].paths);
+    let client = &net.client.report(net.now).sessions[0];
+    assert_eq!(client.parity_rebuilt - rebuilt_before, 1);
+    assert_eq!(client.parity_unrecoverable, 0);
+    // The tunnel's own repair of the loss came after the parity had rebuilt it.
+    assert_eq!(client.reorder.duplicates - duplicates_before, 1);
+}

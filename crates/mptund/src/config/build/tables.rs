@@ -108,6 +108,10 @@ impl Validator<'_> {
             .duplicate_latency_critical
             .as_ref()
             .map_or(DEFAULT_DUPLICATE_LATENCY_CRITICAL, |value| *value.get_ref());
+        let parity_on_lossy_paths = scheduler
+            .parity_on_lossy_paths
+            .as_ref()
+            .map_or(DEFAULT_PARITY_ON_LOSSY_PATHS, |value| *value.get_ref());
         let defaults = SchedulerParams::default();
         // Absent: earliest-arrival never waits for a full path.
         let wait_margin = match scheduler.earliest_arrival_wait_margin_us.as_ref() {
@@ -139,6 +143,7 @@ impl Validator<'_> {
         Ok(SchedulerConfig {
             name,
             duplicate_latency_critical,
+            parity_on_lossy_paths,
             params,
         })
     }
