@@ -230,9 +230,9 @@ impl Session {
         }
     }
 
-    /// Sends the parity of path `index`'s full block on that path, behind its members.
-    /// Like an acknowledgement it takes no packet number and no room in the window:
-    /// it is a few percent on top of what the window lets through, and only used.
+    /// Sends the parity of path `index`'s block on that path, behind its members. Like
+    /// an acknowledgement it takes no packet number and no room in the window, and it
+    /// is never acknowledged: a few percent on top of what the window lets through.
     fn send_parity(
         &mut self,
         now: Instant,
