@@ -114,8 +114,8 @@ def reorder_figures(receiver_report: dict) -> dict:
         "gaps_skipped": reorder["gaps_skipped"],
         "seqs_skipped_early": reorder.get("seqs_skipped_early", 0),
         "duplicates": reorder["duplicates"],
-        "parity_rebuilt": (receiver_report.get("sessions") or [{}])[0].get("parity_rebuilt"),
-        "parity_unrecoverable": (receiver_report.get("sessions") or [{}])[0].get("parity_unrecoverable"),
+        "parity_rebuilt": sessions[0].get("parity_rebuilt"),
+        "parity_unrecoverable": sessions[0].get("parity_unrecoverable"),
     }
 
 

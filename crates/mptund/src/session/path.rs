@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use mptund_probe::cc::Cubic;
+use mptund_probe::cc::{queuing_delay_target, Cubic};
 use mptund_probe::{
     build_controller, AckTracker, AnyController, Controller, Liveness, LostPacket, Pacer,
     PathCounters, PathProbe, PathStats,
@@ -94,8 +94,6 @@ pub struct SessionPath {
     pub rebuild: Option<ParityDecoder>,
 }
 
-/// A loss with less queue than this on its path is the radio's (CoDel's target).
-const RADIO_LOSS_QUEUE_FLOOR: Duration = Duration::from_millis(5);
 /// Data datagrams the radio loss rate is averaged over: a few seconds of a cellular
 /// uplink, enough to see a 0.2 % loss rate about eight times.
 const RADIO_LOSS_MEMORY: f64 = 4096.0;
@@ -242,13 +240,7 @@ impl SessionPath {
     /// Counts `count` packets just declared lost as the radio's when the path's queue
     /// was below the delay-rate controller's target (max(5 ms, min RTT / 4)).
     pub fn on_losses(&mut self, count: usize) {
-        let target = self
-            .probe
-            .rtt
-            .min()
-            .map_or(RADIO_LOSS_QUEUE_FLOOR, |min_rtt| {
-                (min_rtt / 4).max(RADIO_LOSS_QUEUE_FLOOR)
-            });
+        let target = queuing_delay_target(self.probe.rtt.min());
         if self
             .probe
             .queuing_delay()
@@ -269,12 +261,10 @@ impl SessionPath {
             }
             return false;
         };
+        // The caller sent the parity of a block this number would not fit.
         let encoder = self
             .parity
             .get_or_insert_with(|| ParityEncoder::new(max_inner_len));
-        if !encoder.fits(pn) {
-            encoder.clear();
-        }
         encoder.add(pn, seq, inner);
         encoder.count() >= block
     }

@@ -204,17 +204,10 @@ impl Session {
         mut plaintext: Packet,
         context: ReceiveContext<'_>,
     ) {
-        let ReceiveContext {
-            pool,
-            drops,
-            deliver,
-            out,
-            allowed_sources,
-        } = context;
         let Ok(meta) = DataMeta::parse(plaintext.bytes()) else {
             return refuse(
-                pool,
-                drops,
+                context.pool,
+                context.drops,
                 plaintext,
                 now,
                 DropReason::Malformed,
@@ -233,33 +226,20 @@ impl Session {
             let (frames, inner) = match wire::split_piggybacked(after_meta) {
                 Ok(split) => split,
                 Err(error) => {
-                    return refuse(pool, drops, plaintext, now, DropReason::Malformed, &error);
+                    let reason = DropReason::Malformed;
+                    return refuse(context.pool, context.drops, plaintext, now, reason, &error);
                 }
             };
             let inner_len = inner.len();
             // The data itself is acknowledged, whatever frames ride with it.
-            self.handle_frames(now, index, frames, pool, drops, out);
+            self.handle_frames(now, index, frames, context.pool, context.drops, context.out);
             end - inner_len
         } else {
             after_meta
         };
         plaintext.set_range(inner_start, end);
-        let context = ReceiveContext {
-            pool,
-            drops,
-            deliver,
-            out,
-            allowed_sources,
-        };
-        self.accept_inner(
-            now,
-            index,
-            plaintext,
-            meta.path_pn,
-            SeqNo(meta.seq),
-            wait,
-            context,
-        );
+        let seq = SeqNo(meta.seq);
+        self.accept_inner(now, index, plaintext, meta.path_pn, seq, wait, context);
     }
 
     /// Checks an inner packet (one a data datagram carried, or one a parity rebuilt)

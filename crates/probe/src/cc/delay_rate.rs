@@ -92,6 +92,13 @@ use std::time::{Duration, Instant};
 use super::{bytes_in, send_quantum, AckSignals, Controller};
 use crate::rtt::RttEstimator;
 
+/// The standing queue a path with this minimum RTT may keep: max(5 ms, min RTT / 4)
+/// (see "Model" above). A loss with less queue than this is not the buffer's.
+pub fn queuing_delay_target(min_rtt: Option<Duration>) -> Duration {
+    let from_rtt = min_rtt.map_or(Duration::ZERO, |min_rtt| min_rtt / QUEUE_TARGET_RTT_DIVISOR);
+    QUEUE_TARGET_FLOOR.max(from_rtt)
+}
+
 /// A gain as an exact fraction, so windows and rates are integer arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Gain {
@@ -286,10 +293,7 @@ impl DelayRate {
 
     /// The queuing delay above which the guard acts: max(5 ms, min_rtt / 4).
     pub fn queuing_delay_target(&self) -> Duration {
-        let from_rtt = self
-            .min_rtt
-            .map_or(Duration::ZERO, |min_rtt| min_rtt / QUEUE_TARGET_RTT_DIVISOR);
-        QUEUE_TARGET_FLOOR.max(from_rtt)
+        queuing_delay_target(self.min_rtt)
     }
 
     /// The loss rate the controller judges losses by, in parts per million: the smoothed

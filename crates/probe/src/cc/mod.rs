@@ -81,7 +81,7 @@ mod pacer;
 mod test_link;
 
 pub use cubic::{cubic_k, w_cubic, Cubic};
-pub use delay_rate::{DelayRate, DelayRateState};
+pub use delay_rate::{queuing_delay_target, DelayRate, DelayRateState};
 pub use pacer::Pacer;
 
 /// Bytes a path delivering `rate_bytes_per_sec` carries in `duration`: with the
