@@ -232,11 +232,18 @@ def existing_result(out: Path, scenario: Path, mode: str, cc: str, direction: st
     return path if path.exists() else None
 
 
+def scenario_file(name: str) -> Path:
+    """A scenario of config/scenarios/ by name, or any scenario file by its path."""
+    if name.endswith(".toml"):
+        return Path(name).resolve()
+    return SCENARIOS / f"{name}.toml"
+
+
 def run_scenarios(names: list[str], directions: list[str], schedulers: list[str], args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
-        scenario = SCENARIOS / f"{name}.toml"
+        scenario = scenario_file(name)
         for direction in directions:
             modes = modes_for(scenario, direction, schedulers, args)
             for cc in args.cc:
@@ -472,7 +479,8 @@ def main() -> int:
     parser.add_argument("--matrix", action="store_true",
                         help="every scenario file without outages, both directions, cubic and bbr, "
                              "with mptund's defaults (--schedulers adds more); results in results-matrix/")
-    parser.add_argument("--scenario", action="append", default=[], help="a scenario name (repeatable)")
+    parser.add_argument("--scenario", action="append", default=[], help="a scenario name of config/scenarios/, or the path of any "
+                        "scenario file (ending in .toml); repeatable")
     parser.add_argument("--direction", default="both", choices=["download", "upload", "both"],
                         help="download: the server sends; upload: the client sends")
     parser.add_argument("--repeats", type=int, default=3, help="runs per cell, modes interleaved; the report "
