@@ -133,6 +133,16 @@ impl OwdEstimator {
             .map(|us| Duration::from_nanos((us.max(0.0) * 1000.0).round() as u64))
     }
 
+    /// The base delay as the receiver reported it: its clock minus the sender's
+    /// timestamp, wrapping. Every path between the same two hosts carries the same clock
+    /// offset in these readings, so the difference of two paths' base readings is the
+    /// difference of their forward delays. `None` before the first sample.
+    pub fn base_raw_us(&self) -> Option<u32> {
+        self.origin?;
+        let above_base = self.unwrapped.saturating_sub(self.base);
+        Some(self.previous_raw.wrapping_sub(above_base as u32))
+    }
+
     /// The latest sample minus the base delay, unsmoothed.
     pub fn latest_queuing_delay(&self) -> Option<Duration> {
         self.smoothed_queuing_us

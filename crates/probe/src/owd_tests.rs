@@ -110,3 +110,38 @@ fn raw_values_wrap() {
     assert_eq!(wrapped.trend_us_per_s(), plain.trend_us_per_s());
     assert!(wrapped.trend_us_per_s().unwrap() > 0.0);
 }
+
+#[test]
+fn base_readings_of_two_paths_differ_by_their_forward_delays() {
+    // One clock offset for both paths (the same two hosts), close to the 32-bit wrap so
+    // that the readings wrap; 120 ms forward on one path, 8 ms on the other.
+    const OFFSET: u32 = u32::MAX - 50_000;
+    let t0 = Instant::now();
+    let mut slow = OwdEstimator::new();
+    let mut fast = OwdEstimator::new();
+    assert_eq!(slow.base_raw_us(), None);
+    // Queues come and go above each path's base.
+    feed(
+        &mut slow,
+        t0,
+        &[
+            (0, OFFSET.wrapping_add(150_000)),
+            (10, OFFSET.wrapping_add(120_000)),
+            (20, OFFSET.wrapping_add(131_000)),
+        ],
+    );
+    feed(
+        &mut fast,
+        t0,
+        &[
+            (0, OFFSET.wrapping_add(9_000)),
+            (10, OFFSET.wrapping_add(30_000)),
+            (20, OFFSET.wrapping_add(8_000)),
+            (30, OFFSET.wrapping_add(12_000)),
+        ],
+    );
+    let slow_base = slow.base_raw_us().expect("sampled");
+    let fast_base = fast.base_raw_us().expect("sampled");
+    assert_eq!(slow_base, OFFSET.wrapping_add(120_000));
+    assert_eq!(slow_base.wrapping_sub(fast_base) as i32, 112_000);
+}

@@ -401,6 +401,12 @@ impl<C: Controller> PathProbe<C> {
         self.owd.queuing_delay()
     }
 
+    /// The forward delay's base as the peer's clock read it (see
+    /// [`OwdEstimator::base_raw_us`]).
+    pub fn base_owd_raw_us(&self) -> Option<u32> {
+        self.owd.base_raw_us()
+    }
+
     /// Forward one-way delay slope in µs per second.
     pub fn owd_trend_us_per_s(&self) -> Option<f64> {
         self.owd.trend_us_per_s()

@@ -30,7 +30,11 @@
 //! receiver gave its gap up, so the inner flow would see it lost and then
 //! duplicated; the scheduler returns [`Pick::Hold`] instead. A GEO satellite
 //! (280 ms one way) behind 5G (8 ms) then carries data only while the faster
-//! paths cannot (a 5G outage), not whenever they are momentarily full.
+//! paths cannot (a 5G outage), not whenever they are momentarily full. This test
+//! takes the path at its [`crate::earliest_possible_arrival`]: a path judged too
+//! late never carries data, so its estimate never improves, and an idle path's
+//! delay is the one most easily overstated (a modem 120 ms away next to one 8 ms
+//! away was estimated at 232 ms and shut out).
 //!
 //! Waiting for a full path is opt-in
 //! ([`crate::SchedulerParams::earliest_arrival_wait_margin`]): then, if an
@@ -67,7 +71,9 @@ use std::time::{Duration, Instant};
 
 use crate::eligible::{least_loaded, Eligibility};
 use crate::path::{PacketInfo, PathId, PathView, Pick};
-use crate::predict::{backlog_drain_time, predicted_arrival, predicted_arrival_when_open};
+use crate::predict::{
+    backlog_drain_time, earliest_possible_arrival, predicted_arrival, predicted_arrival_when_open,
+};
 use crate::scheduler::Scheduler;
 
 /// Never wait for a full path while another can send (the module docs say why).
@@ -117,8 +123,9 @@ impl Scheduler for EarliestArrival {
 
     fn pick(&mut self, _now: Instant, packet: &PacketInfo, paths: &[PathView]) -> Pick {
         let rule = Eligibility::of(paths);
-        // Best path that can send: (arrival, in flight, id).
-        let mut best_ready: Option<(Duration, u64, PathId)> = None;
+        // Best path that can send: (arrival, in flight, id), and its earliest
+        // possible arrival.
+        let mut best_ready: Option<((Duration, u64, PathId), Duration)> = None;
         // Earliest arrival among paths that cannot send now: of the packet, and of
         // the backlog behind it (only when waiting is on).
         let mut best_blocked: Option<Duration> = None;
@@ -129,8 +136,10 @@ impl Scheduler for EarliestArrival {
                     continue;
                 };
                 let key = (arrival, path.bytes_in_flight, path.id);
-                if best_ready.is_none_or(|best| key < best) {
-                    best_ready = Some(key);
+                if best_ready.is_none_or(|(best, _)| key < best) {
+                    let earliest = earliest_possible_arrival(path, packet.len)
+                        .map_or(arrival, |earliest| earliest.min(arrival));
+                    best_ready = Some((key, earliest));
                 }
                 continue;
             }
@@ -152,8 +161,10 @@ impl Scheduler for EarliestArrival {
             _ => false,
         };
         match best_ready {
-            Some((ready, _, _)) if too_late(ready) || worth_waiting(ready) => Pick::Hold,
-            Some((_, _, id)) => Pick::One(id),
+            Some(((ready, _, _), earliest)) if too_late(earliest) || worth_waiting(ready) => {
+                Pick::Hold
+            }
+            Some(((_, _, id), _)) => Pick::One(id),
             None if best_blocked.is_some() => Pick::Hold,
             None => least_loaded(paths, rule, packet.len, |path| {
                 predicted_arrival(path, packet.len).is_none()
@@ -286,6 +297,35 @@ mod tests {
         assert_eq!(
             EarliestArrival::default().pick(now, &PACKET, &paths),
             Pick::One(PathId(0))
+        );
+    }
+
+    #[test]
+    fn an_overstated_delay_does_not_shut_a_path_out() {
+        let now = Instant::now();
+        // A modem estimated 232 ms away (idle, its minimum RTT held its own return)
+        // whose one-way-delay readings put it 120 ms away, next to a full 8 ms path:
+        // within the 200 ms reorder window, so it takes the packet.
+        let mut slow = measured(0, 232, 2);
+        slow.one_way_delay_floor = Some(Duration::from_millis(120));
+        let paths = [slow, full(measured(1, 8, 25))];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::One(PathId(0))
+        );
+        // Without the readings it is judged too late.
+        let paths = [measured(0, 232, 2), full(measured(1, 8, 25))];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::Hold
+        );
+        // A floor above the estimate changes nothing: GEO stays out.
+        let mut geo = measured(0, 280, 10);
+        geo.one_way_delay_floor = Some(Duration::from_millis(300));
+        let paths = [geo, full(measured(1, 8, 50))];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::Hold
         );
     }
 

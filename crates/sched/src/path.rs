@@ -140,6 +140,10 @@ pub struct PathView {
     pub min_rtt: Option<Duration>,
     /// Estimated one-way delay towards the peer.
     pub one_way_delay: Option<Duration>,
+    /// A second estimate of the one-way delay that can only be lower where the two
+    /// differ, for tests that must not shut a path out by overstating its delay (see
+    /// [`crate::earliest_possible_arrival`]); `None` when there is none.
+    pub one_way_delay_floor: Option<Duration>,
     /// Congestion window; `None` means no congestion control on this path yet,
     /// and such a path is never "full".
     pub cwnd_bytes: Option<u64>,
@@ -170,6 +174,7 @@ impl PathView {
             srtt: None,
             min_rtt: None,
             one_way_delay: None,
+            one_way_delay_floor: None,
             cwnd_bytes: None,
             bytes_in_flight: 0,
             delivery_rate_bps: None,

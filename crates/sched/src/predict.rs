@@ -107,6 +107,17 @@ pub fn predicted_arrival(view: &PathView, packet_len: usize) -> Option<Duration>
     Some(one_way.saturating_add(transmit_time(to_drain, rate)))
 }
 
+/// Like [`predicted_arrival`], with the one-way delay at
+/// [`PathView::one_way_delay_floor`] where that is lower: the arrival to judge a path
+/// by when overstating it would shut the path out.
+pub fn earliest_possible_arrival(view: &PathView, packet_len: usize) -> Option<Duration> {
+    let mut floored = *view;
+    if let (Some(delay), Some(floor)) = (view.one_way_delay, view.one_way_delay_floor) {
+        floored.one_way_delay = Some(delay.min(floor));
+    }
+    predicted_arrival(&floored, packet_len)
+}
+
 /// Like [`predicted_arrival`], for a path whose congestion window is full
 /// now: the arrival of the packet if it is sent the moment the window opens
 /// (once the bytes in flight have dropped to `cwnd - packet_len`).

@@ -35,6 +35,17 @@ pub struct PathSettings {
     pub probe_budget_bytes_per_hour: Option<u64>,
 }
 
+/// What a session measures its paths' forward delays against (see
+/// `SessionPath::base_forward_delay` and `SessionPath::base_forward_delay_from_readings`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ForwardDelayReference {
+    /// Half the smallest minimum RTT of the paths: that path's forward delay, and the
+    /// fastest return of an acknowledgement.
+    pub fastest_half_rtt: Duration,
+    /// That path's base one-way-delay reading, once it has one.
+    pub base_owd_raw_us: Option<u32>,
+}
+
 /// A data datagram's inner packet, kept in the clear until its path acknowledges
 /// it, so that it can be sealed again for another path if this one loses it.
 #[derive(Debug)]
@@ -444,25 +455,26 @@ impl SessionPath {
             && !self.probe.has_window_room(full_size)
     }
 
-    /// The scheduler's view of this path for a packet of `len` bytes. `return_delay` is
-    /// how long acknowledgements take back at best (see `Session::return_delay`).
+    /// The scheduler's view of this path for a packet of `len` bytes, its forward delay
+    /// measured against `reference`.
     pub fn view(
         &mut self,
         now: Instant,
         path_timeout: Duration,
         len: usize,
-        return_delay: Duration,
+        reference: ForwardDelayReference,
     ) -> PathView {
         let mut view = PathView::new(self.id, self.scheduler_state(now, path_timeout));
         view.backup = self.backup;
         view.srtt = self.probe.rtt.smoothed();
         view.min_rtt = self.probe.rtt.min();
-        // Without synchronised clocks the forward delay is the minimum RTT less the
-        // return delay, plus the queuing delay the one-way-delay samples show.
-        view.one_way_delay = view.min_rtt.map(|min| {
-            min.saturating_sub(return_delay).max(min / 2)
-                + self.probe.queuing_delay().unwrap_or_default()
-        });
+        let queuing_delay = self.probe.queuing_delay().unwrap_or_default();
+        view.one_way_delay = self
+            .base_forward_delay(reference)
+            .map(|base| base + queuing_delay);
+        view.one_way_delay_floor = self
+            .base_forward_delay_from_readings(reference)
+            .map(|base| base + queuing_delay);
         view.cwnd_bytes = Some(self.probe.window());
         view.bytes_in_flight = self.probe.bytes_in_flight();
         let rate_sample = self.probe.latest_rate_sample();
@@ -484,6 +496,37 @@ impl SessionPath {
         };
         view.pacing_ready = self.pacing_ready_at.is_none();
         view
+    }
+
+    /// The forward delay without a queue: the minimum RTT less the fastest return. An
+    /// acknowledgement comes back on whichever path the peer heard last, so under load
+    /// a path's minimum RTT holds the fastest return.
+    fn base_forward_delay(&self, reference: ForwardDelayReference) -> Option<Duration> {
+        let min_rtt = self.probe.rtt.min()?;
+        Some(
+            min_rtt
+                .saturating_sub(reference.fastest_half_rtt)
+                .max(min_rtt / 2),
+        )
+    }
+
+    /// The forward delay without a queue from the one-way-delay readings: the clocks
+    /// are not synchronised, but every path's readings carry the same offset, so this
+    /// path's forward delay is the reference path's plus how much higher its base
+    /// reading is. An idle path answers its pings on itself, so its minimum RTT holds
+    /// its own return and [`Self::base_forward_delay`] overstates it: a path 120 ms away
+    /// next to one 8 ms away came out 232 ms away. `None` without readings.
+    fn base_forward_delay_from_readings(
+        &self,
+        reference: ForwardDelayReference,
+    ) -> Option<Duration> {
+        let fastest = reference.base_owd_raw_us?;
+        let own = self.probe.base_owd_raw_us()?;
+        let longer_us = i64::from(own.wrapping_sub(fastest) as i32);
+        let forward_us = i64::try_from(reference.fastest_half_rtt.as_micros()).unwrap_or(i64::MAX);
+        Some(Duration::from_micros(
+            forward_us.saturating_add(longer_us).max(0) as u64,
+        ))
     }
 
     /// When the pacer lets a packet of `len` bytes go, if not now.

@@ -16,6 +16,7 @@ use mptund_sched::{
 };
 
 use super::classify::classify;
+use super::path::ForwardDelayReference;
 use super::{Outgoing, Session, SessionPath};
 use crate::buffers::{BufferPool, Packet, MAX_PIGGYBACK};
 use crate::counters::DropCounters;
@@ -92,12 +93,12 @@ impl Session {
         };
         self.sender.views.clear();
         let path_timeout = self.settings.path_timeout;
-        let return_delay = self.return_delay();
+        let reference = self.forward_delay_reference();
         for path in &mut self.paths {
             if Some(path.id) == avoid {
                 continue;
             }
-            let mut view = path.view(now, path_timeout, len, return_delay);
+            let mut view = path.view(now, path_timeout, len, reference);
             if urgent {
                 view.cwnd_bytes = None;
                 view.pacing_ready = true;
@@ -106,18 +107,20 @@ impl Session {
         }
     }
 
-    /// How long acknowledgements take back at best: half the smallest minimum RTT of
-    /// the paths. A path's RTT is its forward delay plus the return of the path its
-    /// acknowledgements came back on, and the peer acknowledges on whichever path it
-    /// heard last, so a path's minimum RTT holds the fastest return. Half its own
-    /// minimum would put a GEO satellite behind 5G (280 ms forward, 8 ms back) at
-    /// 144 ms instead of 280.
-    fn return_delay(&self) -> Duration {
-        self.paths
+    /// What the paths' forward delays are measured against: the path with the smallest
+    /// minimum RTT, half of which is both its forward delay and the fastest return of
+    /// an acknowledgement. Half a path's own minimum would put a GEO satellite behind 5G
+    /// (280 ms forward, 8 ms back) at 144 ms instead of 280.
+    fn forward_delay_reference(&self) -> ForwardDelayReference {
+        let fastest = self
+            .paths
             .iter()
-            .filter_map(|path| path.probe.rtt.min())
-            .min()
-            .map_or(Duration::ZERO, |fastest| fastest / 2)
+            .filter_map(|path| Some((path.probe.rtt.min()?, path)))
+            .min_by_key(|&(min_rtt, _)| min_rtt);
+        ForwardDelayReference {
+            fastest_half_rtt: fastest.map_or(Duration::ZERO, |(min_rtt, _)| min_rtt / 2),
+            base_owd_raw_us: fastest.and_then(|(_, path)| path.probe.base_owd_raw_us()),
+        }
     }
 
     /// Asks the scheduler for a path and sends the inner packet (at HEADROOM in
