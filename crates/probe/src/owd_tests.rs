@@ -120,26 +120,17 @@ fn base_readings_of_two_paths_differ_by_their_forward_delays() {
     let mut slow = OwdEstimator::new();
     let mut fast = OwdEstimator::new();
     assert_eq!(slow.base_raw_us(), None);
-    // Queues come and go above each path's base.
-    feed(
-        &mut slow,
-        t0,
-        &[
-            (0, OFFSET.wrapping_add(150_000)),
-            (10, OFFSET.wrapping_add(120_000)),
-            (20, OFFSET.wrapping_add(131_000)),
-        ],
-    );
-    feed(
-        &mut fast,
-        t0,
-        &[
-            (0, OFFSET.wrapping_add(9_000)),
-            (10, OFFSET.wrapping_add(30_000)),
-            (20, OFFSET.wrapping_add(8_000)),
-            (30, OFFSET.wrapping_add(12_000)),
-        ],
-    );
+    // Queues come and go above each path's base; (send time ms, delay µs).
+    let readings = |delays: &[(u64, u32)]| -> Vec<(u64, u32)> {
+        delays
+            .iter()
+            .map(|&(at, delay)| (at, OFFSET.wrapping_add(delay)))
+            .collect()
+    };
+    let slow_delays = [(0, 150_000), (10, 120_000), (20, 131_000)];
+    feed(&mut slow, t0, &readings(&slow_delays));
+    let fast_delays = [(0, 9_000), (10, 30_000), (20, 8_000), (30, 12_000)];
+    feed(&mut fast, t0, &readings(&fast_delays));
     let slow_base = slow.base_raw_us().expect("sampled");
     let fast_base = fast.base_raw_us().expect("sampled");
     assert_eq!(slow_base, OFFSET.wrapping_add(120_000));

@@ -137,8 +137,7 @@ impl Scheduler for EarliestArrival {
                 };
                 let key = (arrival, path.bytes_in_flight, path.id);
                 if best_ready.is_none_or(|(best, _)| key < best) {
-                    let earliest = earliest_possible_arrival(path, packet.len)
-                        .map_or(arrival, |earliest| earliest.min(arrival));
+                    let earliest = earliest_possible_arrival(path, packet.len).unwrap_or(arrival);
                     best_ready = Some((key, earliest));
                 }
                 continue;

@@ -140,9 +140,9 @@ pub struct PathView {
     pub min_rtt: Option<Duration>,
     /// Estimated one-way delay towards the peer.
     pub one_way_delay: Option<Duration>,
-    /// A second estimate of the one-way delay that can only be lower where the two
-    /// differ, for tests that must not shut a path out by overstating its delay (see
-    /// [`crate::earliest_possible_arrival`]); `None` when there is none.
+    /// The one-way delay from a measurement that does not overstate an idle path's
+    /// (`one_way_delay` can); a test that must not shut a path out takes the lower of
+    /// the two (see [`crate::earliest_possible_arrival`]). `None` when there is none.
     pub one_way_delay_floor: Option<Duration>,
     /// Congestion window; `None` means no congestion control on this path yet,
     /// and such a path is never "full".

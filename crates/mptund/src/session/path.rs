@@ -37,7 +37,7 @@ pub struct PathSettings {
 
 /// What a session measures its paths' forward delays against (see
 /// `SessionPath::base_forward_delay` and `SessionPath::base_forward_delay_from_readings`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ForwardDelayReference {
     /// Half the smallest minimum RTT of the paths: that path's forward delay, and the
     /// fastest return of an acknowledgement.
@@ -522,11 +522,13 @@ impl SessionPath {
     ) -> Option<Duration> {
         let fastest = reference.base_owd_raw_us?;
         let own = self.probe.base_owd_raw_us()?;
-        let longer_us = i64::from(own.wrapping_sub(fastest) as i32);
-        let forward_us = i64::try_from(reference.fastest_half_rtt.as_micros()).unwrap_or(i64::MAX);
-        Some(Duration::from_micros(
-            forward_us.saturating_add(longer_us).max(0) as u64,
-        ))
+        let longer_us = own.wrapping_sub(fastest) as i32;
+        let difference = Duration::from_micros(u64::from(longer_us.unsigned_abs()));
+        Some(if longer_us >= 0 {
+            reference.fastest_half_rtt.saturating_add(difference)
+        } else {
+            reference.fastest_half_rtt.saturating_sub(difference)
+        })
     }
 
     /// When the pacer lets a packet of `len` bytes go, if not now.
