@@ -241,6 +241,12 @@ const PATH_METRICS: &[Metric<PathReport>] = &[
         value: Value::Gauge(|p| p.queuing_delay_ms.map(ms_to_s)),
     },
     Metric {
+        name: "mptund_path_queuing_delay_target",
+        help: "Queuing delay the path's delay-rate controller lets stand before it backs off.",
+        unit: Some(&SECONDS),
+        value: Value::Gauge(|p| p.queuing_delay_target_ms.map(ms_to_s)),
+    },
+    Metric {
         name: "mptund_path_cwnd",
         help: "Congestion window of the path.",
         unit: Some(&BYTES),

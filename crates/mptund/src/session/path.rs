@@ -249,7 +249,7 @@ impl SessionPath {
     }
 
     /// Counts `count` packets just declared lost as the radio's when the path's queue
-    /// was below the delay-rate controller's target (max(5 ms, min RTT / 4)).
+    /// was below the delay-rate controller's target (`queuing_delay_target`).
     pub fn on_losses(&mut self, count: usize) {
         let target = queuing_delay_target(self.probe.rtt.min());
         if self

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use mptund_probe::cc::Controller;
 use serde::Serialize;
 
 use super::{Session, SessionPath};
@@ -106,6 +107,9 @@ pub struct PathReport {
     /// The rate the pacer sends at, in bytes per second.
     pub pacing_rate_bytes_per_s: Option<u64>,
     pub queuing_delay_ms: Option<f64>,
+    /// The queuing delay the path's congestion controller lets stand before it backs
+    /// off (delay-rate's target; none for CUBIC).
+    pub queuing_delay_target_ms: Option<f64>,
     pub owd_trend_us_per_s: Option<f64>,
     pub loss_rate: f64,
     pub lost_packets: u64,
@@ -149,6 +153,7 @@ impl PathReport {
             delivery_rate_bytes_per_s: stats.delivery_rate,
             pacing_rate_bytes_per_s: path.pacing_rate(),
             queuing_delay_ms: stats.queuing_delay.map(ms),
+            queuing_delay_target_ms: path.probe.controller().queuing_delay_target().map(ms),
             owd_trend_us_per_s: stats.owd_trend_us_per_s,
             loss_rate: stats.loss_rate,
             lost_packets: stats.lost_packets,

@@ -21,11 +21,22 @@
 //! - A round trip ends when a packet sent after the previous round's end is
 //!   acknowledged (BBR §4.1.1, counted with send times instead of delivered bytes).
 //! - Queuing delay: `AckSignals::queuing_delay`, or `srtt − min_rtt` when that is `None`.
-//!   Its target is max(5 ms, min_rtt / 4): the 5 ms floor is CoDel's TARGET (RFC 8289),
-//!   enough to absorb a radio's scheduling jitter; min_rtt / 4 is the queue one 1.25×
-//!   probing round adds, so bandwidth probing alone does not trip the guard. Rounds are
-//!   judged on the smallest sample of the round (CoDel's standing-queue idea), so one
-//!   delayed acknowledgement does not count as a queue.
+//!   Its target is max(5 ms, min(15 ms, min_rtt / 2), min_rtt / 4):
+//!   - min_rtt / 4 is the queue one 1.25× probing round adds, so bandwidth probing
+//!     alone does not trip the guard;
+//!   - 15 ms is what a loaded radio or satellite link's jitter lifts the delay by. Such
+//!     a link delays each packet by a random few milliseconds but keeps their order, so
+//!     under load every packet waits for the slowest one ahead of it, and the delay
+//!     sits near the jitter's top while nothing queues (about 10 ms for ±6 ms of
+//!     jitter). With CoDel's 5 ms alone the window stopped growing there, and a LEO-like
+//!     path ran at 11–27 of its 40 Mbit/s;
+//!   - but never more than half the min RTT, half a buffer of one BDP: a 30 Mbit/s path
+//!     with a 16 ms RTT and a 64 KiB buffer (17 ms) that was let fill to 15 ms lost a
+//!     third of its goodput to overflows;
+//!   - and at least CoDel's TARGET (RFC 8289), 5 ms.
+//!
+//!   Rounds are judged on the smallest sample of the round (CoDel's standing-queue
+//!   idea), so one delayed acknowledgement does not count as a queue.
 //!
 //! # States
 //!
@@ -92,11 +103,17 @@ use std::time::{Duration, Instant};
 use super::{bytes_in, send_quantum, AckSignals, Controller};
 use crate::rtt::RttEstimator;
 
-/// The standing queue a path with this minimum RTT may keep: max(5 ms, min RTT / 4)
-/// (see "Model" above). A loss with less queue than this is not the buffer's.
+/// The standing queue a path with this minimum RTT may keep: max(5 ms, min(15 ms,
+/// min RTT / 2), min RTT / 4) (see "Model" above). A loss with less queue than this is
+/// not the buffer's.
 pub fn queuing_delay_target(min_rtt: Option<Duration>) -> Duration {
-    let from_rtt = min_rtt.map_or(Duration::ZERO, |min_rtt| min_rtt / QUEUE_TARGET_RTT_DIVISOR);
-    QUEUE_TARGET_FLOOR.max(from_rtt)
+    let Some(min_rtt) = min_rtt else {
+        return CODEL_TARGET;
+    };
+    let jitter_floor = JITTER_LIFT.min(min_rtt / JITTER_LIFT_RTT_DIVISOR);
+    CODEL_TARGET
+        .max(jitter_floor)
+        .max(min_rtt / QUEUE_TARGET_RTT_DIVISOR)
 }
 
 /// A gain as an exact fraction, so windows and rates are integer arithmetic.
@@ -156,7 +173,11 @@ const FULL_BANDWIDTH_ROUNDS: u32 = 3;
 /// BBR draft §4.2.3: BBRMinPipeCwnd = 4 packets.
 const MINIMUM_WINDOW_PACKETS: u64 = 4;
 /// CoDel's TARGET (RFC 8289): 5 ms of standing queue is acceptable.
-const QUEUE_TARGET_FLOOR: Duration = Duration::from_millis(5);
+const CODEL_TARGET: Duration = Duration::from_millis(5);
+/// The delay a loaded link's jitter adds without a queue (see "Model" above) ...
+const JITTER_LIFT: Duration = Duration::from_millis(15);
+/// ... taken up to half the min RTT: half a buffer of one BDP.
+const JITTER_LIFT_RTT_DIVISOR: u32 = 2;
 /// One 1.25× probing round queues a quarter of a BDP: min_rtt / 4 of delay.
 const QUEUE_TARGET_RTT_DIVISOR: u32 = 4;
 /// Per-round multiplicative decrease while the queue is above target: about fourteen
@@ -291,7 +312,7 @@ impl DelayRate {
         u64::try_from(window * 1_000_000_000 / min_rtt.as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// The queuing delay above which the guard acts: max(5 ms, min_rtt / 4).
+    /// The queuing delay above which the guard acts (see `queuing_delay_target`).
     pub fn queuing_delay_target(&self) -> Duration {
         queuing_delay_target(self.min_rtt)
     }
@@ -572,6 +593,10 @@ impl Controller for DelayRate {
         };
         let rate = gain.apply(measured).max(floor);
         (rate > 0).then_some(rate)
+    }
+
+    fn queuing_delay_target(&self) -> Option<Duration> {
+        Some(DelayRate::queuing_delay_target(self))
     }
 }
 

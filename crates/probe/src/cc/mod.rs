@@ -72,6 +72,10 @@ pub trait Controller {
     fn in_slow_start(&self) -> bool {
         false
     }
+    /// The queuing delay the controller lets stand before it backs off, if it has one.
+    fn queuing_delay_target(&self) -> Option<Duration> {
+        None
+    }
 }
 
 mod cubic;
@@ -190,6 +194,13 @@ impl Controller for AnyController {
         match self {
             Self::Cubic(inner) => inner.in_slow_start(),
             Self::DelayRate(inner) => inner.in_slow_start(),
+        }
+    }
+
+    fn queuing_delay_target(&self) -> Option<Duration> {
+        match self {
+            Self::Cubic(inner) => inner.queuing_delay_target(),
+            Self::DelayRate(inner) => Controller::queuing_delay_target(inner),
         }
     }
 }
