@@ -39,7 +39,9 @@ pub(super) enum Route {
     /// A new inner packet: as the scheduler decides, within the windows.
     New,
     /// A new inner packet while a repair waits first in line for this path: as the
-    /// scheduler decides among the other paths.
+    /// scheduler decides among the other paths. The scheduler still sees this one, as
+    /// full: a path that would deliver after the receiver gave up waiting for this one
+    /// is not used (see `EarliestArrival`'s reorder window).
     NewBesides(PathId),
     /// A packet sent again: on one path only, the one that delivers it first
     /// (`repair_pick`), not on `avoid` (a path that died or went quiet), and past the
@@ -84,12 +86,13 @@ impl Session {
     }
 
     /// Fills the scheduler's views of the paths `route` allows; an urgent re-send
-    /// sees no windows and no pacing.
+    /// sees no windows and no pacing, and a path a repair waits for is shown unable to
+    /// send.
     fn refresh_views(&mut self, now: Instant, len: usize, route: Route) {
-        let (avoid, urgent) = match route {
-            Route::New => (None, false),
-            Route::NewBesides(waited_for) => (Some(waited_for), false),
-            Route::Again { avoid, urgent } => (avoid, urgent),
+        let (avoid, waited_for, urgent) = match route {
+            Route::New => (None, None, false),
+            Route::NewBesides(waited_for) => (None, Some(waited_for), false),
+            Route::Again { avoid, urgent } => (avoid, None, urgent),
         };
         self.sender.views.clear();
         let path_timeout = self.settings.path_timeout;
@@ -102,6 +105,10 @@ impl Session {
             if urgent {
                 view.cwnd_bytes = None;
                 view.pacing_ready = true;
+            }
+            if Some(path.id) == waited_for {
+                // Taken by the repair: new packets wait behind it, or go elsewhere.
+                view.pacing_ready = false;
             }
             self.sender.views.push(view);
         }

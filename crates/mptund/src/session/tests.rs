@@ -588,6 +588,40 @@ fn a_loss_on_the_only_path_is_repaired_on_it_before_the_receiver_gives_up() {
 }
 
 #[test]
+fn new_packets_beside_a_waiting_repair_avoid_a_path_the_receiver_would_not_wait_for() {
+    // A loss on the fast path of two (5 ms and 300 ms one way) while its window is
+    // full: the repair waits first in line for it. New packets may take other paths
+    // meanwhile, but not one that delivers after the receiver has given up waiting:
+    // a GEO satellite behind 5G got a trickle of data this way, and each packet was a
+    // gap the receiver skipped and the inner flow saw as a loss.
+    let mut session =
+        super::testing::session_settings("earliest-arrival", Duration::from_millis(200), MTU);
+    // The daemon's default: the burst below waits for the fast path's window.
+    session.send_queue.max_sojourn = crate::config::DEFAULT_QUEUE_MAX_DELAY;
+    let mut net = Net::established_with(&[5, 300], session);
+    net.run_for(Duration::from_secs(2));
+    for tag in 0..60 {
+        net.server_sends_sized(tag, 1200);
+        if tag == 2 {
+            net.lose_to_client = vec![1, 0];
+        }
+    }
+    net.run_for(Duration::from_secs(2));
+    let tags: Vec<u32> = net.client_received.iter().map(|p| tag_of(p)).collect();
+    assert_eq!(tags, (0..60).collect::<Vec<_>>(), "repaired, in order");
+    let server = net.server.report(net.now);
+    assert_eq!(server.sessions[0].reinjected, 1, "{:?}", server.sessions[0]);
+    let carried: Vec<u64> = net
+        .server_paths()
+        .iter()
+        .map(|path| path.sent_data_packets)
+        .collect();
+    assert_eq!(carried, [61, 0], "data on the 300 ms path");
+    let reorder = &net.client.report(net.now).sessions[0].reorder;
+    assert_eq!((reorder.gaps_skipped, reorder.released_late), (0, 0));
+}
+
+#[test]
 fn the_server_measures_every_path_so_a_download_spreads_past_a_full_fast_path() {
     let session =
         super::testing::session_settings("earliest-arrival", Duration::from_millis(200), MTU);
