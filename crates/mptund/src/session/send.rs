@@ -39,9 +39,9 @@ pub(super) enum Route {
     /// A new inner packet: as the scheduler decides, within the windows.
     New,
     /// A new inner packet while a repair waits first in line for this path: as the
-    /// scheduler decides among the other paths. The scheduler still sees this one, as
-    /// full: a path that would deliver after the receiver gave up waiting for this one
-    /// is not used (see `EarliestArrival`'s reorder window).
+    /// scheduler decides among the other paths. The scheduler still sees this one,
+    /// unable to send, so a path that would deliver after the receiver gave up waiting
+    /// for it is not used (see `EarliestArrival`'s reorder window).
     NewBesides(PathId),
     /// A packet sent again: on one path only, the one that delivers it first
     /// (`repair_pick`), not on `avoid` (a path that died or went quiet), and past the
