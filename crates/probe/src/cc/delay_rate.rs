@@ -17,7 +17,10 @@
 //! - `min_rtt`: the smallest RTT sample of the last 10 s (BBR's RTprop filter). There is
 //!   no ProbeRTT state: the delay guard below keeps the queue short, so fresh samples
 //!   near the propagation delay keep coming.
-//! - BDP = `max_rate × min_rtt`.
+//! - BDP = `max_rate × pipe RTT`, the pipe RTT being the larger of `min_rtt` and the
+//!   smoothed RTT less the forward queuing delay: a path's acknowledgements may return
+//!   over a slower path or wait for the receiver's ack delay, and a window sized on the
+//!   fastest acknowledgement ever seen then cannot carry the rate (see `pipe_rtt`).
 //! - A round trip ends when a packet sent after the previous round's end is
 //!   acknowledged (BBR §4.1.1, counted with send times instead of delivered bytes).
 //! - Queuing delay: `AckSignals::queuing_delay`, or `srtt − min_rtt` when that is `None`.
@@ -227,6 +230,10 @@ pub struct DelayRate {
     round_network_limited: bool,
     min_rtt: Option<Duration>,
     min_rtt_stamp: Option<Instant>,
+    /// The smoothed RTT less the latest forward queuing delay: how long an
+    /// acknowledgement takes while nothing queues, including the receiver's delay and a
+    /// way back over a slower path (see `pipe_rtt`).
+    unqueued_rtt: Option<Duration>,
     /// Full-bandwidth test state (BBR §4.3.2).
     full_bandwidth: u64,
     rounds_without_growth: u32,
@@ -260,6 +267,7 @@ impl DelayRate {
             round_network_limited: false,
             min_rtt: None,
             min_rtt_stamp: None,
+            unqueued_rtt: None,
             full_bandwidth: 0,
             rounds_without_growth: 0,
             guard_active: false,
@@ -292,11 +300,24 @@ impl DelayRate {
         self.min_rtt
     }
 
-    /// Bandwidth-delay product in bytes, once a rate and an RTT sample exist.
+    /// Bandwidth-delay product in bytes, once a rate and an RTT sample exist: the
+    /// rate over the pipe's round trip (`pipe_rtt`).
     pub fn bdp(&self) -> Option<u64> {
         let rate = self.max_delivery_rate();
+        let pipe_rtt = self.pipe_rtt()?;
+        (rate > 0).then(|| bytes_in(rate, pipe_rtt))
+    }
+
+    /// The round trip the window must cover at the path's rate: the min RTT, or longer
+    /// when acknowledgements typically take longer than the fastest one did without a
+    /// queue. A path's acknowledgements may come back over another, slower path, or
+    /// wait for the receiver's delay; on a 7 ms path whose acknowledgements took 20 ms,
+    /// a window of 2 × rate × min RTT delivered less than the rate, each round's lower
+    /// rate sample shrank the window further, and the path sat at its least window
+    /// (3 Mbit/s of 40) for the rest of the flow.
+    fn pipe_rtt(&self) -> Option<Duration> {
         let min_rtt = self.min_rtt?;
-        (rate > 0).then(|| bytes_in(rate, min_rtt))
+        Some(self.unqueued_rtt.map_or(min_rtt, |rtt| rtt.max(min_rtt)))
     }
 
     /// The initial window spread over the minimum RTT, bytes per second; 0 before an
@@ -521,6 +542,9 @@ impl Controller for DelayRate {
         let finished = round_ended.then(|| self.start_round(now));
         self.round_acked_bytes = self.round_acked_bytes.saturating_add(bytes);
         self.latest_queuing_delay = queuing_delay;
+        if let (Some(smoothed), Some(queue)) = (rtt.smoothed(), signals.queuing_delay) {
+            self.unqueued_rtt = Some(smoothed.saturating_sub(queue));
+        }
         self.record_rate(signals);
         if let Some(delay) = queuing_delay {
             self.round_min_queuing_delay = Some(

@@ -139,6 +139,29 @@ fn cruise_window_is_twice_rate_times_min_rtt() {
 }
 
 #[test]
+fn acknowledgements_returning_over_a_slower_path_still_carry_the_rate() {
+    let t0 = Instant::now();
+    // 40 Mbit/s, 7 ms: measured by acknowledgements on the path itself. Then they come
+    // back 13 ms later (over a slower path) while nothing queues: each round trip takes
+    // 20 ms, so a window of 2 × rate × 7 ms carries 70 % of the rate, and every round's
+    // lower rate sample shrank it further, down to the least window.
+    let rate = 5_000_000;
+    let (mut controller, mut sim) = cruising(t0, policed(rate, ms(7)));
+    sim.link.return_delay = ms(13);
+    sim.run_for(&mut controller, Duration::from_secs(2));
+    let delivered_before = sim.delivered_bytes;
+    sim.run_for(&mut controller, Duration::from_secs(1));
+    let carried = sim.delivered_bytes - delivered_before;
+    assert!(
+        carried >= rate * 95 / 100,
+        "carried {carried} bytes/s of {rate}; window {}",
+        controller.window()
+    );
+    assert_eq!(controller.min_rtt(), Some(ms(7)));
+    assert_eq!(controller.max_delivery_rate(), rate);
+}
+
+#[test]
 fn queuing_delay_above_target_shrinks_the_window_once_per_round() {
     let t0 = Instant::now();
     // (base RTT, queuing delay, reported in AckSignals, windows after 1, 2, 3 rounds)

@@ -13,6 +13,12 @@
 //! - Tokens refill in proportion to the time since the last refill, capped at capacity.
 //!   They are counted in nanobyte units (bytes × 10⁹) so that `rate × elapsed` is
 //!   exact integer arithmetic: refills every microsecond at 1 Mbit/s still add up.
+//! - A sender that wakes after the instant the pacer gave it may, at that instant, spend
+//!   the tokens of its lateness (up to 2 ms of them) above the cap: the event loop's
+//!   timer wakes a millisecond or two late (tokio's 1 ms wheel, rounded up, plus
+//!   scheduling), and a bucket of about 1 ms (a fast path's quantum, or an eighth of a
+//!   short round trip) otherwise lost each wake's lateness and paced the path below its
+//!   rate. The burst is what on-time wakes would have sent by then.
 //!
 //! Without a rate (no pacing rate and a zero or missing RTT) nothing can be paced and
 //! every packet may go at once; the bucket is kept full so pacing starts with a burst
@@ -34,6 +40,9 @@ const MAX_BURST_PACKETS: u64 = 10;
 /// A burst never exceeds an eighth of the window, i.e. an eighth of a round trip at the
 /// pacing rate, so a small window on a slow modem is still spread out.
 const BURST_WINDOW_DIVISOR: u64 = 8;
+/// The most lateness of a wake the bucket makes up for: a longer one is the sender's
+/// own pause (busy or idle), and its whole worth at once could overflow a shallow buffer.
+const MAX_CATCH_UP: Duration = Duration::from_millis(2);
 
 #[derive(Clone, Debug)]
 pub struct Pacer {
@@ -45,6 +54,11 @@ pub struct Pacer {
     /// Rate in bytes per second at the last call; 0 when nothing could be paced.
     rate: u64,
     last_refill: Option<Instant>,
+    /// The send time `delay` last gave, until a refill at or after it.
+    due: Option<Instant>,
+    /// A late wake's instant and the tokens (× 10⁹) of its lateness, which the bucket
+    /// may hold above its capacity at that instant.
+    catch_up: Option<(Instant, u128)>,
 }
 
 impl Pacer {
@@ -55,6 +69,8 @@ impl Pacer {
             capacity: 0,
             rate: 0,
             last_refill: None,
+            due: None,
+            catch_up: None,
         }
     }
 
@@ -106,7 +122,9 @@ impl Pacer {
         }
         let wait_nanos = (needed - tokens).div_ceil(u128::from(rate));
         let wait = Duration::from_nanos(u64::try_from(wait_nanos).unwrap_or(u64::MAX));
-        Some(now + wait)
+        let due = now + wait;
+        self.due = Some(due);
+        Some(due)
     }
 
     /// Takes `bytes` worth of tokens for a packet that left at `now`.
@@ -125,11 +143,20 @@ impl Pacer {
         let elapsed = self
             .last_refill
             .map_or(Duration::ZERO, |last| now.saturating_duration_since(last));
+        if let Some(due) = self.due.filter(|&due| now >= due) {
+            self.due = None;
+            let lateness = now.saturating_duration_since(due).min(MAX_CATCH_UP);
+            self.catch_up = Some((now, u128::from(self.rate) * lateness.as_nanos()));
+        }
+        let extra = match self.catch_up {
+            Some((at, extra)) if at == now => extra,
+            _ => 0,
+        };
         let tokens = match self.tokens {
             None => self.capacity,
             Some(tokens) => tokens + u128::from(self.rate) * elapsed.as_nanos(),
         };
-        self.tokens = Some(tokens.min(self.capacity));
+        self.tokens = Some(tokens.min(self.capacity + extra));
         if self.last_refill.is_none_or(|last| now > last) {
             self.last_refill = Some(now);
         }

@@ -196,3 +196,64 @@ fn a_datagram_larger_than_the_bucket_waits_for_a_full_bucket() {
         Some(t0 + us(2000))
     );
 }
+
+#[test]
+fn a_late_wake_sends_what_on_time_wakes_would_have_sent_up_to_two_milliseconds() {
+    let t0 = Instant::now();
+    let rate = Some(1_200_000); // 1200 bytes per ms
+    let window = 24_000; // burst of 2 datagrams
+    let srtt = Duration::from_millis(20);
+    // (how late the wake comes after the instant the pacer gave, datagrams it may send)
+    for (late, burst) in [
+        (us(0), 1),
+        (us(999), 1),
+        (us(1000), 2),
+        (us(2000), 3),   // 3 ms of tokens: the due one and two more
+        (us(50_000), 4), // the bucket's 2 plus at most 2 ms of lateness
+    ] {
+        let mut pacer = Pacer::new(MDS);
+        assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
+        pacer.on_sent(t0, MDS);
+        pacer.on_sent(t0, MDS);
+        let due = pacer
+            .delay(t0, MDS, window, srtt, rate)
+            .expect("the bucket is empty");
+        assert_eq!(due, t0 + us(1000));
+        let now = due + late;
+        let mut sent = 0;
+        while pacer.delay(now, MDS, window, srtt, rate).is_none() {
+            pacer.on_sent(now, MDS);
+            sent += 1;
+            assert!(sent <= 10, "the bucket never empties");
+        }
+        assert_eq!(sent, burst, "late by {late:?}");
+    }
+}
+
+#[test]
+fn the_tokens_of_a_late_wake_are_spent_then_or_lost() {
+    let t0 = Instant::now();
+    let rate = Some(1_200_000);
+    let window = 24_000;
+    let srtt = Duration::from_millis(20);
+    let mut pacer = Pacer::new(MDS);
+    assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
+    pacer.on_sent(t0, MDS);
+    pacer.on_sent(t0, MDS);
+    let due = pacer
+        .delay(t0, MDS, window, srtt, rate)
+        .expect("the bucket is empty");
+    // 2 ms late: 3600 bytes of tokens, one datagram spent now.
+    let late = due + us(2000);
+    assert_eq!(pacer.delay(late, MDS, window, srtt, rate), None);
+    pacer.on_sent(late, MDS);
+    // A microsecond later the bucket holds its capacity again, 2 datagrams, not 2 + 0.
+    let later = late + us(1);
+    let mut sent = 0;
+    while pacer.delay(later, MDS, window, srtt, rate).is_none() {
+        pacer.on_sent(later, MDS);
+        sent += 1;
+        assert!(sent <= 10);
+    }
+    assert_eq!(sent, 2);
+}

@@ -34,6 +34,9 @@ pub(crate) struct Link {
     pub forced_queuing_delay: Option<Duration>,
     /// Whether `AckSignals::queuing_delay` is filled (else controllers use srtt − min).
     pub report_queuing_delay: bool,
+    /// Added to every acknowledgement's way back, not to the forward queuing delay:
+    /// acknowledgements returning over a slower path.
+    pub return_delay: Duration,
 }
 
 impl Link {
@@ -45,6 +48,7 @@ impl Link {
             loss_every: None,
             forced_queuing_delay: None,
             report_queuing_delay: true,
+            return_delay: Duration::ZERO,
         }
     }
 }
@@ -113,7 +117,7 @@ impl Sim {
             let queuing_delay = start - self.now + link.forced_queuing_delay.unwrap_or_default();
             self.in_flight.push_back(InFlight {
                 sent: self.now,
-                ack_at: self.now + link.base_rtt + queuing_delay,
+                ack_at: self.now + link.base_rtt + queuing_delay + link.return_delay,
                 queuing_delay,
                 delivered_at_send: self.delivered_bytes,
                 delivered_time_at_send: self.delivered_time,
