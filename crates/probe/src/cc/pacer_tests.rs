@@ -8,6 +8,23 @@ fn us(value: u64) -> Duration {
     Duration::from_micros(value)
 }
 
+/// How many datagrams the pacer lets go at once at `now`.
+fn burst_at(
+    pacer: &mut Pacer,
+    now: Instant,
+    window: u64,
+    srtt: Duration,
+    rate: Option<u64>,
+) -> u32 {
+    let mut sent = 0;
+    while pacer.delay(now, MDS, window, srtt, rate).is_none() {
+        pacer.on_sent(now, MDS);
+        sent += 1;
+        assert!(sent <= 10, "the bucket never empties");
+    }
+    sent
+}
+
 #[test]
 fn capacity_is_an_eighth_of_the_window_within_two_and_ten_datagrams() {
     let pacer = Pacer::new(MDS);
@@ -133,13 +150,7 @@ fn tokens_refill_in_proportion_to_time_up_to_capacity() {
         assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
         pacer.on_sent(t0, MDS);
         pacer.on_sent(t0, MDS);
-        let now = t0 + idle;
-        let mut sent = 0;
-        while pacer.delay(now, MDS, window, srtt, rate).is_none() {
-            pacer.on_sent(now, MDS);
-            sent += 1;
-            assert!(sent <= 10, "the bucket never empties");
-        }
+        let sent = burst_at(&mut pacer, t0 + idle, window, srtt, rate);
         assert_eq!(sent, burst, "idle {idle:?}");
     }
 }
@@ -219,13 +230,7 @@ fn a_late_wake_sends_what_on_time_wakes_would_have_sent_up_to_two_milliseconds()
             .delay(t0, MDS, window, srtt, rate)
             .expect("the bucket is empty");
         assert_eq!(due, t0 + us(1000));
-        let now = due + late;
-        let mut sent = 0;
-        while pacer.delay(now, MDS, window, srtt, rate).is_none() {
-            pacer.on_sent(now, MDS);
-            sent += 1;
-            assert!(sent <= 10, "the bucket never empties");
-        }
+        let sent = burst_at(&mut pacer, due + late, window, srtt, rate);
         assert_eq!(sent, burst, "late by {late:?}");
     }
 }
@@ -248,12 +253,5 @@ fn the_tokens_of_a_late_wake_are_spent_then_or_lost() {
     assert_eq!(pacer.delay(late, MDS, window, srtt, rate), None);
     pacer.on_sent(late, MDS);
     // A microsecond later the bucket holds its capacity again, 2 datagrams, not 2 + 0.
-    let later = late + us(1);
-    let mut sent = 0;
-    while pacer.delay(later, MDS, window, srtt, rate).is_none() {
-        pacer.on_sent(later, MDS);
-        sent += 1;
-        assert!(sent <= 10);
-    }
-    assert_eq!(sent, 2);
+    assert_eq!(burst_at(&mut pacer, late + us(1), window, srtt, rate), 2);
 }
