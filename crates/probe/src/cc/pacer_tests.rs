@@ -8,6 +8,15 @@ fn us(value: u64) -> Duration {
     Duration::from_micros(value)
 }
 
+/// A pacer that sent its 2-datagram bucket empty at `t0`.
+fn emptied(t0: Instant, window: u64, srtt: Duration, rate: Option<u64>) -> Pacer {
+    let mut pacer = Pacer::new(MDS);
+    assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
+    pacer.on_sent(t0, MDS);
+    pacer.on_sent(t0, MDS);
+    pacer
+}
+
 /// How many datagrams the pacer lets go at once at `now`.
 fn burst_at(
     pacer: &mut Pacer,
@@ -146,10 +155,7 @@ fn tokens_refill_in_proportion_to_time_up_to_capacity() {
         (us(2000), 2),
         (us(60_000), 2),
     ] {
-        let mut pacer = Pacer::new(MDS);
-        assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
-        pacer.on_sent(t0, MDS);
-        pacer.on_sent(t0, MDS);
+        let mut pacer = emptied(t0, window, srtt, rate);
         let sent = burst_at(&mut pacer, t0 + idle, window, srtt, rate);
         assert_eq!(sent, burst, "idle {idle:?}");
     }
@@ -222,10 +228,7 @@ fn a_late_wake_sends_what_on_time_wakes_would_have_sent_up_to_two_milliseconds()
         (us(2000), 3),   // 3 ms of tokens: the due one and two more
         (us(50_000), 4), // the bucket's 2 plus at most 2 ms of lateness
     ] {
-        let mut pacer = Pacer::new(MDS);
-        assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
-        pacer.on_sent(t0, MDS);
-        pacer.on_sent(t0, MDS);
+        let mut pacer = emptied(t0, window, srtt, rate);
         let due = pacer
             .delay(t0, MDS, window, srtt, rate)
             .expect("the bucket is empty");
@@ -241,10 +244,7 @@ fn the_tokens_of_a_late_wake_are_spent_then_or_lost() {
     let rate = Some(1_200_000);
     let window = 24_000;
     let srtt = Duration::from_millis(20);
-    let mut pacer = Pacer::new(MDS);
-    assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
-    pacer.on_sent(t0, MDS);
-    pacer.on_sent(t0, MDS);
+    let mut pacer = emptied(t0, window, srtt, rate);
     let due = pacer
         .delay(t0, MDS, window, srtt, rate)
         .expect("the bucket is empty");
