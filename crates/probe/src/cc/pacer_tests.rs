@@ -3,30 +3,38 @@ use std::time::{Duration, Instant};
 use super::*;
 
 const MDS: u64 = 1200;
+/// 1.2 MB/s: one 1200-byte datagram per millisecond.
+const RATE: Option<u64> = Some(1_200_000);
+/// An eighth of it is 2.5 datagrams: a bucket, and a burst, of 2.
+const WINDOW: u64 = 24_000;
+const SRTT: Duration = Duration::from_millis(20);
 
 fn us(value: u64) -> Duration {
     Duration::from_micros(value)
 }
 
-/// A pacer that sent its 2-datagram bucket empty at `t0`.
-fn emptied(t0: Instant, window: u64, srtt: Duration, rate: Option<u64>) -> Pacer {
+/// A pacer at [`RATE`] and [`WINDOW`] that sent its 2-datagram bucket empty at `t0`.
+fn emptied(t0: Instant) -> Pacer {
     let mut pacer = Pacer::new(MDS);
-    assert_eq!(pacer.delay(t0, MDS, window, srtt, rate), None);
+    assert_eq!(pacer.delay(t0, MDS, WINDOW, SRTT, RATE), None);
     pacer.on_sent(t0, MDS);
     pacer.on_sent(t0, MDS);
     pacer
 }
 
-/// How many datagrams the pacer lets go at once at `now`.
-fn burst_at(
-    pacer: &mut Pacer,
-    now: Instant,
-    window: u64,
-    srtt: Duration,
-    rate: Option<u64>,
-) -> u32 {
+/// [`emptied`], and the instant it gives for the next datagram.
+fn emptied_until_due(t0: Instant) -> (Pacer, Instant) {
+    let mut pacer = emptied(t0);
+    let due = pacer
+        .delay(t0, MDS, WINDOW, SRTT, RATE)
+        .expect("the bucket is empty");
+    (pacer, due)
+}
+
+/// How many datagrams the pacer lets go at once at `now`, at [`RATE`] and [`WINDOW`].
+fn burst_at(pacer: &mut Pacer, now: Instant) -> u32 {
     let mut sent = 0;
-    while pacer.delay(now, MDS, window, srtt, rate).is_none() {
+    while pacer.delay(now, MDS, WINDOW, SRTT, RATE).is_none() {
         pacer.on_sent(now, MDS);
         sent += 1;
         assert!(sent <= 10, "the bucket never empties");
@@ -95,10 +103,7 @@ fn rate_comes_from_the_controller_or_the_window() {
 fn bursts_up_to_capacity_then_spaces_at_the_rate() {
     let t0 = Instant::now();
     let mut pacer = Pacer::new(MDS);
-    // 1.2 MB/s: one 1200-byte datagram per millisecond; window 24000: a 2-datagram burst.
-    let rate = Some(1_200_000);
-    let window = 24_000;
-    let srtt = Duration::from_millis(20);
+    let (rate, window, srtt) = (RATE, WINDOW, SRTT);
     let mut now = t0;
     let mut sent_at = Vec::new();
     for _ in 0..6 {
@@ -144,9 +149,6 @@ fn the_earliest_send_time_is_exact() {
 #[test]
 fn tokens_refill_in_proportion_to_time_up_to_capacity() {
     let t0 = Instant::now();
-    let rate = Some(1_200_000); // 1200 bytes per ms
-    let window = 24_000; // burst of 2 datagrams
-    let srtt = Duration::from_millis(20);
     // (idle time after emptying the bucket, datagrams that may go at once)
     for (idle, burst) in [
         (us(500), 0),
@@ -155,8 +157,8 @@ fn tokens_refill_in_proportion_to_time_up_to_capacity() {
         (us(2000), 2),
         (us(60_000), 2),
     ] {
-        let mut pacer = emptied(t0, window, srtt, rate);
-        let sent = burst_at(&mut pacer, t0 + idle, window, srtt, rate);
+        let mut pacer = emptied(t0);
+        let sent = burst_at(&mut pacer, t0 + idle);
         assert_eq!(sent, burst, "idle {idle:?}");
     }
 }
@@ -204,7 +206,7 @@ fn zero_srtt_without_a_rate_never_delays() {
 fn a_datagram_larger_than_the_bucket_waits_for_a_full_bucket() {
     let t0 = Instant::now();
     let mut pacer = Pacer::new(MDS);
-    let rate = Some(1_200_000);
+    let rate = RATE;
     // Burst 2 × 1200 = 2400 bytes; a 3000-byte datagram goes when the bucket is full.
     assert_eq!(pacer.delay(t0, 3_000, 0, Duration::ZERO, rate), None);
     pacer.on_sent(t0, 3_000);
@@ -217,9 +219,6 @@ fn a_datagram_larger_than_the_bucket_waits_for_a_full_bucket() {
 #[test]
 fn a_late_wake_sends_what_on_time_wakes_would_have_sent_up_to_two_milliseconds() {
     let t0 = Instant::now();
-    let rate = Some(1_200_000); // 1200 bytes per ms
-    let window = 24_000; // burst of 2 datagrams
-    let srtt = Duration::from_millis(20);
     // (how late the wake comes after the instant the pacer gave, datagrams it may send)
     for (late, burst) in [
         (us(0), 1),
@@ -228,12 +227,9 @@ fn a_late_wake_sends_what_on_time_wakes_would_have_sent_up_to_two_milliseconds()
         (us(2000), 3),   // 3 ms of tokens: the due one and two more
         (us(50_000), 4), // the bucket's 2 plus at most 2 ms of lateness
     ] {
-        let mut pacer = emptied(t0, window, srtt, rate);
-        let due = pacer
-            .delay(t0, MDS, window, srtt, rate)
-            .expect("the bucket is empty");
+        let (mut pacer, due) = emptied_until_due(t0);
         assert_eq!(due, t0 + us(1000));
-        let sent = burst_at(&mut pacer, due + late, window, srtt, rate);
+        let sent = burst_at(&mut pacer, due + late);
         assert_eq!(sent, burst, "late by {late:?}");
     }
 }
@@ -241,16 +237,10 @@ fn a_late_wake_sends_what_on_time_wakes_would_have_sent_up_to_two_milliseconds()
 #[test]
 fn the_tokens_of_a_late_wake_are_spent_then_or_lost() {
     let t0 = Instant::now();
-    let rate = Some(1_200_000);
-    let window = 24_000;
-    let srtt = Duration::from_millis(20);
-    let mut pacer = emptied(t0, window, srtt, rate);
-    let due = pacer
-        .delay(t0, MDS, window, srtt, rate)
-        .expect("the bucket is empty");
+    let (mut pacer, due) = emptied_until_due(t0);
     // 2 ms late: 3600 bytes of tokens, three datagrams, but none is sent then.
     let late = due + us(2000);
-    assert_eq!(pacer.delay(late, MDS, window, srtt, rate), None);
+    assert_eq!(pacer.delay(late, MDS, WINDOW, SRTT, RATE), None);
     // A microsecond later the bucket holds its capacity, 2 datagrams, not the 3.
-    assert_eq!(burst_at(&mut pacer, late + us(1), window, srtt, rate), 2);
+    assert_eq!(burst_at(&mut pacer, late + us(1)), 2);
 }
