@@ -116,6 +116,8 @@ def reorder_figures(receiver_report: dict) -> dict:
         "duplicates": reorder["duplicates"],
         "parity_rebuilt": sessions[0].get("parity_rebuilt"),
         "parity_unrecoverable": sessions[0].get("parity_unrecoverable"),
+        # Sent on the data's direction: each takes a slot of the data's rate.
+        "standalone_acks": sessions[0].get("standalone_acks"),
     }
 
 
@@ -127,9 +129,17 @@ def sender_figures(sender_report: dict) -> dict:
         "queued": sessions[0].get("queued"),
         "duplicated": sessions[0].get("duplicated"),
         "parity_sent": sessions[0].get("parity_sent"),
+        "standalone_acks": sessions[0].get("standalone_acks"),
         "drops": {k: v for k, v in sender_report.get("drops", {}).items() if v},
         "sent_data_packets": {p["name"]: p["sent_data_packets"] for p in sessions[0].get("paths", [])},
     }
+
+
+def congestion_setting(text: str) -> tuple[str, int]:
+    key, _, value = text.partition("=")
+    if not key or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=INTEGER, e.g. queue_interval_ms=200")
+    return key, int(value)
 
 
 def run_mptund(topo: Topology, scheduler: str, duplicate: bool, cc: str, duration_s: int,
@@ -141,7 +151,8 @@ def run_mptund(topo: Topology, scheduler: str, duplicate: bool, cc: str, duratio
                                scheduler=scheduler if named else None,
                                hold_ms=args.max_hold_ms if named else None,
                                reorder_adaptive=False if named and args.fixed_hold else None,
-                               congestion_controller=None, duplicate_latency_critical=duplicate)
+                               congestion_controller=None, duplicate_latency_critical=duplicate,
+                               congestion=dict(args.congestion) if named else {})
     if "mptund_reports" in raw:
         client_report, server_report = raw.pop("mptund_reports")
         receiver, sender = (client_report, server_report) if direction == "download" else (server_report, client_report)
@@ -502,6 +513,9 @@ def main() -> int:
     parser.add_argument("--max-hold-ms", type=int, help="reorder.max_hold_ms of both daemons for a named "
                                                         "scheduler (default: the daemon's)")
     parser.add_argument("--fixed-hold", action="store_true", help="reorder.adaptive = false for a named scheduler")
+    parser.add_argument("--congestion", nargs="+", default=[], type=congestion_setting, metavar="KEY=INT",
+                        help="[congestion] settings of both daemons for a named scheduler, "
+                             "e.g. queue_interval_ms=200")
     parser.add_argument("--duration", type=int, help="seconds per flow (default: the scenario's duration_s)")
     parser.add_argument("--out", help="result directory (default: results/, with --matrix results-matrix/)")
     parser.add_argument("--report", action="store_true", help="print the tables and write the SVG plots")

@@ -6,8 +6,18 @@
 //! acknowledgement. A range keeps being reported until newer ranges push it out, so a
 //! lost acknowledgement costs nothing as long as a later one arrives (RFC 9000
 //! section 13.2.3, "Managing ACK Ranges"). Acknowledgements are sent after
-//! [`ACK_ELICITING_THRESHOLD`] packets or `max_ack_delay` after the first
-//! unacknowledged one (section 13.2.2), whichever comes first.
+//! [`ACK_ELICITING_THRESHOLD`] full-sized datagrams' worth of bytes or `max_ack_delay`
+//! after the first unacknowledged one (section 13.2.2), whichever comes first.
+//!
+//! Counting bytes rather than packets is TCP's delayed-ACK rule (RFC 5681 section
+//! 4.2, two full-sized segments). Data paths are acknowledged as often as before, but
+//! a stream of small datagrams, such as the inner flow's own acknowledgements coming
+//! back, is acknowledged once per [`SMALL_DATAGRAMS_THRESHOLD`] datagrams or
+//! `max_ack_delay`, instead of once per two. Those acknowledgements travel on the
+//! busy direction, where each takes a slot of the data's rate. The cap on small
+//! datagrams is measured, not derived: with the timer alone, an inner BBR download
+//! whose acknowledgements came back densely settled at 60-90 % of its rate in three
+//! runs of eight (`benches/schedulers/REPORT.md`).
 //!
 //! Path packet numbers are 32 bits and wrap; inside the tracker they are widened to
 //! 64 bits (see `seq`), on the wire a range `(first, last)` covers
@@ -24,8 +34,12 @@ use crate::seq::widen_or_origin;
 pub const MAX_ACK_RANGES: usize = 16;
 
 /// RFC 9000 section 13.2.2: "A receiver SHOULD send an ACK frame after receiving at
-/// least two ack-eliciting packets."
+/// least two ack-eliciting packets." Counted here in full-sized datagrams' worth of
+/// bytes, so two data datagrams of any near-full size are enough.
 pub const ACK_ELICITING_THRESHOLD: u32 = 2;
+
+/// However small the datagrams, this many make an acknowledgement due.
+pub const SMALL_DATAGRAMS_THRESHOLD: u32 = 8;
 
 /// Inclusive ranges of acknowledged path packet numbers, newest (highest) first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -94,13 +108,22 @@ pub struct AckTracker {
     largest_owd_raw_us: u32,
     /// Packets recorded since the last acknowledgement was taken.
     unacked: u32,
+    /// Their datagram bytes.
+    unacked_bytes: usize,
+    /// An acknowledgement is due once `unacked_bytes` exceeds this: just under
+    /// [`ACK_ELICITING_THRESHOLD`] full-sized datagrams.
+    due_bytes: usize,
     first_unacked_at: Option<Instant>,
 }
 
 impl AckTracker {
-    pub fn new(max_ack_delay: Duration) -> Self {
+    /// `full_datagram_len` is the largest datagram the peer sends on the path.
+    pub fn new(max_ack_delay: Duration, full_datagram_len: usize) -> Self {
+        let threshold = ACK_ELICITING_THRESHOLD as usize;
         Self {
             max_ack_delay,
+            unacked_bytes: 0,
+            due_bytes: (threshold - 1) * full_datagram_len,
             ranges: [(0, 0); MAX_ACK_RANGES + 1],
             len: 0,
             evicted_up_to: None,
@@ -111,8 +134,8 @@ impl AckTracker {
         }
     }
 
-    /// Records a datagram with path packet number `pn` and sender timestamp
-    /// `tx_time_us`, received at `now` when the local microsecond clock read
+    /// Records a datagram of `len` bytes with path packet number `pn` and sender
+    /// timestamp `tx_time_us`, received at `now` when the local microsecond clock read
     /// `local_time_us`. Returns `false` for a number already recorded (or too old to
     /// be acknowledged any more); such a datagram changes nothing.
     pub fn on_received(
@@ -121,6 +144,7 @@ impl AckTracker {
         local_time_us: u32,
         pn: u32,
         tx_time_us: u32,
+        len: usize,
     ) -> bool {
         let previous_largest = self.largest();
         let number = widen_or_origin(previous_largest, pn);
@@ -135,14 +159,17 @@ impl AckTracker {
             self.largest_owd_raw_us = local_time_us.wrapping_sub(tx_time_us);
         }
         self.unacked += 1;
+        self.unacked_bytes = self.unacked_bytes.saturating_add(len);
         self.first_unacked_at.get_or_insert(now);
         true
     }
 
-    /// Whether an acknowledgement should be sent now: [`ACK_ELICITING_THRESHOLD`]
-    /// packets are waiting, or the first of them has waited `max_ack_delay`.
+    /// Whether an acknowledgement should be sent now: at least two datagrams totalling
+    /// more than one full-sized datagram are waiting, or [`SMALL_DATAGRAMS_THRESHOLD`]
+    /// of any size, or the first of them has waited `max_ack_delay`.
     pub fn ack_due(&self, now: Instant) -> bool {
-        self.unacked >= ACK_ELICITING_THRESHOLD
+        (self.unacked >= ACK_ELICITING_THRESHOLD && self.unacked_bytes > self.due_bytes)
+            || self.unacked >= SMALL_DATAGRAMS_THRESHOLD
             || self.poll_timeout().is_some_and(|deadline| now >= deadline)
     }
 
@@ -174,6 +201,7 @@ impl AckTracker {
             .largest_received_at
             .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
         self.unacked = 0;
+        self.unacked_bytes = 0;
         self.first_unacked_at = None;
         Some(AckSummary {
             ranges,

@@ -1,6 +1,8 @@
 use super::*;
 
 const MAX: u32 = u32::MAX;
+/// A full-sized datagram.
+const FULL: usize = 1472;
 
 fn ms(value: u64) -> Duration {
     Duration::from_millis(value)
@@ -35,9 +37,9 @@ fn ranges_table() {
     ];
     let t0 = Instant::now();
     for (name, received, accepted, expected) in cases {
-        let mut tracker = AckTracker::new(ms(25));
+        let mut tracker = AckTracker::new(ms(25), FULL);
         for (index, &pn) in received.iter().enumerate() {
-            let ok = tracker.on_received(t0, 0, pn, 0);
+            let ok = tracker.on_received(t0, 0, pn, 0, FULL);
             assert_eq!(ok, accepted[index], "{name}: pn {pn}");
         }
         let ack = tracker.take_ack(t0).expect(name);
@@ -53,20 +55,20 @@ fn ranges_table() {
 #[test]
 fn more_than_sixteen_ranges_keeps_the_newest() {
     let t0 = Instant::now();
-    let mut tracker = AckTracker::new(ms(25));
+    let mut tracker = AckTracker::new(ms(25), FULL);
     // 0, 2, 4, ..., 40: 21 single-packet ranges
     for pn in (0..=40).step_by(2) {
-        assert!(tracker.on_received(t0, 0, pn, 0));
+        assert!(tracker.on_received(t0, 0, pn, 0, FULL));
     }
     let ack = tracker.take_ack(t0).unwrap();
     let expected: Vec<(u32, u32)> = (10..=40).rev().step_by(2).map(|pn| (pn, pn)).collect();
     assert_eq!(expected.len(), MAX_ACK_RANGES);
     assert_eq!(ranges_of(&ack), expected);
     // below what fell out (up to 8): too old, reported as already recorded
-    assert!(!tracker.on_received(t0, 0, 1, 0));
-    assert!(!tracker.on_received(t0, 0, 8, 0));
+    assert!(!tracker.on_received(t0, 0, 1, 0, FULL));
+    assert!(!tracker.on_received(t0, 0, 8, 0, FULL));
     // 9 is above it and joins the oldest range kept
-    assert!(tracker.on_received(t0, 0, 9, 0));
+    assert!(tracker.on_received(t0, 0, 9, 0, FULL));
     let ack = tracker.take_ack(t0).unwrap();
     assert_eq!(ack.ranges.iter().last(), Some((9, 10)));
     // a full AckRanges refuses a seventeenth push
@@ -78,28 +80,28 @@ fn more_than_sixteen_ranges_keeps_the_newest() {
 #[test]
 fn ranges_are_reported_again_until_pushed_out() {
     let t0 = Instant::now();
-    let mut tracker = AckTracker::new(ms(25));
-    tracker.on_received(t0, 0, 1, 0);
-    tracker.on_received(t0, 0, 2, 0);
+    let mut tracker = AckTracker::new(ms(25), FULL);
+    tracker.on_received(t0, 0, 1, 0, FULL);
+    tracker.on_received(t0, 0, 2, 0, FULL);
     assert_eq!(ranges_of(&tracker.take_ack(t0).unwrap()), [(1, 2)]);
     assert_eq!(tracker.take_ack(t0), None, "nothing new, nothing to send");
-    tracker.on_received(t0, 0, 4, 0);
+    tracker.on_received(t0, 0, 4, 0, FULL);
     assert_eq!(ranges_of(&tracker.take_ack(t0).unwrap()), [(4, 4), (1, 2)]);
 }
 
 #[test]
 fn ack_due_by_count() {
     let t0 = Instant::now();
-    let mut tracker = AckTracker::new(ms(25));
+    let mut tracker = AckTracker::new(ms(25), FULL);
     assert!(!tracker.has_unacked());
     assert!(!tracker.ack_due(t0));
-    tracker.on_received(t0, 0, 7, 0);
+    tracker.on_received(t0, 0, 7, 0, FULL);
     assert!(tracker.has_unacked());
     assert!(!tracker.ack_due(t0));
     // a duplicate does not count
-    tracker.on_received(t0, 0, 7, 0);
+    tracker.on_received(t0, 0, 7, 0, FULL);
     assert!(!tracker.ack_due(t0));
-    tracker.on_received(t0, 0, 8, 0);
+    tracker.on_received(t0, 0, 8, 0, FULL);
     assert_eq!(ACK_ELICITING_THRESHOLD, 2);
     assert!(tracker.ack_due(t0));
     tracker.take_ack(t0).unwrap();
@@ -108,34 +110,65 @@ fn ack_due_by_count() {
     assert_eq!(tracker.poll_timeout(), None);
 }
 
+/// Datagrams the size of the inner flow's own acknowledgements (about 100 bytes):
+/// the acknowledgement waits for the delay timer or the eighth of them.
+#[test]
+fn small_datagrams_wait_for_the_delay_or_the_eighth() {
+    let t0 = Instant::now();
+    let mut tracker = AckTracker::new(ms(5), FULL);
+    for pn in 1..SMALL_DATAGRAMS_THRESHOLD {
+        tracker.on_received(t0, 0, pn, 0, 100);
+        assert!(!tracker.ack_due(t0), "{pn} small datagrams");
+    }
+    assert!(tracker.ack_due(t0 + ms(5)));
+    tracker.on_received(t0, 0, SMALL_DATAGRAMS_THRESHOLD, 0, 100);
+    assert!(tracker.ack_due(t0));
+}
+
+/// Two data datagrams a little short of full size (a shorter inner MSS) still make
+/// an acknowledgement due, as two full ones do.
+#[test]
+fn two_near_full_datagrams_are_due() {
+    let t0 = Instant::now();
+    let mut tracker = AckTracker::new(ms(5), FULL);
+    tracker.on_received(t0, 0, 1, 0, FULL - 200);
+    assert!(!tracker.ack_due(t0));
+    tracker.on_received(t0, 0, 2, 0, FULL - 200);
+    assert!(tracker.ack_due(t0));
+    tracker.take_ack(t0).unwrap();
+    // the byte count starts again after an acknowledgement
+    tracker.on_received(t0, 0, 3, 0, FULL);
+    assert!(!tracker.ack_due(t0));
+}
+
 #[test]
 fn ack_due_by_time_at_the_exact_deadline() {
     let t0 = Instant::now();
-    let mut tracker = AckTracker::new(ms(25));
-    tracker.on_received(t0 + ms(10), 0, 1, 0);
+    let mut tracker = AckTracker::new(ms(25), FULL);
+    tracker.on_received(t0 + ms(10), 0, 1, 0, FULL);
     let deadline = t0 + ms(35);
     assert_eq!(tracker.poll_timeout(), Some(deadline));
     assert!(!tracker.ack_due(deadline - Duration::from_nanos(1)));
     assert!(tracker.ack_due(deadline));
     // the deadline counts from the first unacknowledged packet, not the latest
-    tracker.on_received(t0 + ms(20), 0, 3, 0);
+    tracker.on_received(t0 + ms(20), 0, 3, 0, FULL);
     assert_eq!(tracker.poll_timeout(), Some(deadline));
 }
 
 #[test]
 fn ack_delay_and_raw_one_way_delay_of_the_largest() {
     let t0 = Instant::now();
-    let mut tracker = AckTracker::new(ms(25));
+    let mut tracker = AckTracker::new(ms(25), FULL);
     // local clock 1_000_500 µs, sender stamped 1_000_000 µs: raw 500
-    tracker.on_received(t0 + ms(10), 1_000_500, 5, 1_000_000);
+    tracker.on_received(t0 + ms(10), 1_000_500, 5, 1_000_000, FULL);
     // an older packet arriving later changes neither the delay nor the raw value
-    tracker.on_received(t0 + ms(12), 1_002_600, 4, 1_000_000);
+    tracker.on_received(t0 + ms(12), 1_002_600, 4, 1_000_000, FULL);
     let ack = tracker.take_ack(t0 + ms(35)).unwrap();
     assert_eq!(ack.ack_delay, ms(25));
     assert_eq!(ack.largest_owd_raw_us, 500);
 
     // both clocks wrap independently: 100 - (MAX - 99) = 200 (mod 2^32)
-    tracker.on_received(t0 + ms(40), 100, 6, MAX - 99);
+    tracker.on_received(t0 + ms(40), 100, 6, MAX - 99, FULL);
     let ack = tracker.take_ack(t0 + ms(40)).unwrap();
     assert_eq!(ack.largest_owd_raw_us, 200);
     assert_eq!(ack.ack_delay, Duration::ZERO);

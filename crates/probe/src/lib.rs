@@ -28,7 +28,10 @@ pub mod sent;
 mod seq;
 mod stats;
 
-pub use ack::{AckRanges, AckSummary, AckTracker, ACK_ELICITING_THRESHOLD, MAX_ACK_RANGES};
+pub use ack::{
+    AckRanges, AckSummary, AckTracker, ACK_ELICITING_THRESHOLD, MAX_ACK_RANGES,
+    SMALL_DATAGRAMS_THRESHOLD,
+};
 pub use cc::{build_controller, AckSignals, AnyController, Controller, Pacer, CONTROLLER_NAMES};
 pub use liveness::{
     Liveness, LivenessChange, LivenessMonitor, DOWN_AFTER_PTOS, DOWN_FLOOR, SUSPECT_AFTER_PTOS,

@@ -117,6 +117,13 @@ fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController
     PathProbe::new(now, session.probe, controller)
 }
 
+fn new_acks(session: &SessionSettings) -> AckTracker {
+    // The peer's datagrams are as large as ours: both ends derive them from the
+    // tunnel MTU.
+    let full_datagram = usize::try_from(session.probe.max_datagram_size).unwrap_or(usize::MAX);
+    AckTracker::new(session.probe.max_ack_delay, full_datagram)
+}
+
 impl SessionPath {
     /// A client path with id `id` on socket `socket`, before the session has heard
     /// anything on it.
@@ -180,7 +187,7 @@ impl SessionPath {
             socket_open: false,
             backup,
             probe: new_probe(now, session),
-            acks: AckTracker::new(session.probe.max_ack_delay),
+            acks: new_acks(session),
             ack_immediately: false,
             pacer: Pacer::new(session.probe.max_datagram_size),
             pacing_ready_at: None,
@@ -212,7 +219,7 @@ impl SessionPath {
     ) {
         self.recycle_in_flight(pool);
         self.probe = new_probe(now, session);
-        self.acks = AckTracker::new(session.probe.max_ack_delay);
+        self.acks = new_acks(session);
         self.ack_immediately = false;
         self.pacer = Pacer::new(session.probe.max_datagram_size);
         self.last_received = None;

@@ -106,7 +106,7 @@ impl Session {
                 context.out,
             );
         }
-        self.handle_transport(now, index, packet_type, packet, context);
+        self.handle_transport(now, index, packet_type, packet, wire_len, context);
         Some(opened)
     }
 
@@ -168,29 +168,23 @@ impl Session {
     }
 
     /// Handles an opened transport datagram of `packet_type` that arrived on path
-    /// `index`; `plaintext` is its decrypted body.
+    /// `index`; `plaintext` is its decrypted body, `wire_len` the datagram's length.
     fn handle_transport(
         &mut self,
         now: Instant,
         index: usize,
         packet_type: PacketType,
         plaintext: Packet,
-        context: ReceiveContext<'_>,
+        wire_len: usize,
+        mut context: ReceiveContext<'_>,
     ) {
         match packet_type {
             PacketType::Data | PacketType::DataWithFrames => {
-                self.handle_data(now, index, packet_type, plaintext, context)
+                self.handle_data(now, index, packet_type, plaintext, wire_len, context)
             }
             PacketType::Parity => self.handle_parity(now, index, plaintext, context),
             _ => {
-                self.handle_control(
-                    now,
-                    index,
-                    &plaintext,
-                    context.pool,
-                    context.drops,
-                    context.out,
-                );
+                self.handle_control(now, index, &plaintext, wire_len, &mut context);
                 context.pool.recycle(plaintext);
             }
         }
@@ -202,6 +196,7 @@ impl Session {
         index: usize,
         packet_type: PacketType,
         mut plaintext: Packet,
+        wire_len: usize,
         context: ReceiveContext<'_>,
     ) {
         let Ok(meta) = DataMeta::parse(plaintext.bytes()) else {
@@ -217,7 +212,7 @@ impl Session {
         let local_us = self.timestamp_us(now);
         self.paths[index]
             .acks
-            .on_received(now, local_us, meta.path_pn, meta.tx_time_us);
+            .on_received(now, local_us, meta.path_pn, meta.tx_time_us, wire_len);
         let wait = self.sample_one_way_delay(now, index, local_us, meta.tx_time_us, true);
         let after_meta = plaintext.start() + DATA_META_LEN;
         let end = plaintext.start() + plaintext.len();
@@ -394,12 +389,11 @@ impl Session {
         now: Instant,
         index: usize,
         plaintext: &Packet,
-        pool: &mut BufferPool,
-        drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
+        wire_len: usize,
+        context: &mut ReceiveContext<'_>,
     ) {
         let Ok(meta) = ControlMeta::parse(plaintext.bytes()) else {
-            return drops.record(
+            return context.drops.record(
                 now,
                 DropReason::Malformed,
                 &"control datagram without metadata",
@@ -413,10 +407,14 @@ impl Session {
             .unwrap_or_default();
         // Only pings and goodbyes ask for an acknowledgement; acknowledging
         // acknowledgements would never end.
-        if self.handle_frames(now, index, frames, pool, drops, out) {
-            self.paths[index]
-                .acks
-                .on_received(now, local_us, meta.path_pn, meta.tx_time_us);
+        if self.handle_frames(now, index, frames, context.pool, context.drops, context.out) {
+            self.paths[index].acks.on_received(
+                now,
+                local_us,
+                meta.path_pn,
+                meta.tx_time_us,
+                wire_len,
+            );
         }
     }
 
