@@ -314,8 +314,9 @@ fn a_full_queue_drops_and_counts_and_half_a_queue_is_load() {
 fn cookie_replies_go_out_after_the_batchs_acknowledgements() {
     let mut net = Net::established(&[10], Duration::from_millis(100));
     net.server.set_handshake_limits(ALWAYS_UNDER_LOAD);
-    net.client_sends(1, 500);
-    net.client_sends(2, 500);
+    // Large enough that two of them make an acknowledgement due at once.
+    net.client_sends(1, 1000);
+    net.client_sends(2, 1000);
     let data: Vec<Vec<u8>> = net.wire.drain(..).map(|datagram| datagram.bytes).collect();
     assert_eq!(data.len(), 2);
     let now = net.now + Duration::from_millis(10);
