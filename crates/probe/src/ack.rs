@@ -6,8 +6,9 @@
 //! acknowledgement. A range keeps being reported until newer ranges push it out, so a
 //! lost acknowledgement costs nothing as long as a later one arrives (RFC 9000
 //! section 13.2.3, "Managing ACK Ranges"). Acknowledgements are sent after
-//! [`ACK_ELICITING_THRESHOLD`] full-sized datagrams' worth of bytes or `max_ack_delay`
-//! after the first unacknowledged one (section 13.2.2), whichever comes first.
+//! [`ACK_ELICITING_THRESHOLD`] datagrams that together exceed one full-sized datagram,
+//! after [`SMALL_DATAGRAMS_THRESHOLD`] of any size, or `max_ack_delay` after the first
+//! unacknowledged one (section 13.2.2), whichever comes first.
 //!
 //! Counting bytes rather than packets is TCP's delayed-ACK rule (RFC 5681 section
 //! 4.2, two full-sized segments). Data paths are acknowledged as often as before, but
@@ -16,7 +17,7 @@
 //! `max_ack_delay`, instead of once per two. Those acknowledgements travel on the
 //! busy direction, where each takes a slot of the data's rate. The cap on small
 //! datagrams is measured, not derived: with the timer alone, an inner BBR download
-//! whose acknowledgements came back densely settled at 60-90 % of its rate in three
+//! whose acknowledgements came back densely fell to 58-94 % of its usual rate in five
 //! runs of eight (`benches/schedulers/REPORT.md`).
 //!
 //! Path packet numbers are 32 bits and wrap; inside the tracker they are widened to
@@ -110,8 +111,8 @@ pub struct AckTracker {
     unacked: u32,
     /// Their datagram bytes.
     unacked_bytes: usize,
-    /// An acknowledgement is due once `unacked_bytes` exceeds this: just under
-    /// [`ACK_ELICITING_THRESHOLD`] full-sized datagrams.
+    /// An acknowledgement is due once `unacked_bytes` exceeds this: one full-sized
+    /// datagram fewer than [`ACK_ELICITING_THRESHOLD`] of them.
     due_bytes: usize,
     first_unacked_at: Option<Instant>,
 }
