@@ -116,7 +116,7 @@ def reorder_figures(receiver_report: dict) -> dict:
         "duplicates": reorder["duplicates"],
         "parity_rebuilt": sessions[0].get("parity_rebuilt"),
         "parity_unrecoverable": sessions[0].get("parity_unrecoverable"),
-        # Sent on the data's direction: each takes a slot of the data's rate.
+        # Sent against the data's direction, where there is room.
         "standalone_acks": sessions[0].get("standalone_acks"),
     }
 
@@ -129,6 +129,7 @@ def sender_figures(sender_report: dict) -> dict:
         "queued": sessions[0].get("queued"),
         "duplicated": sessions[0].get("duplicated"),
         "parity_sent": sessions[0].get("parity_sent"),
+        # Sent on the data's direction: each takes a slot of the data's rate.
         "standalone_acks": sessions[0].get("standalone_acks"),
         "drops": {k: v for k, v in sender_report.get("drops", {}).items() if v},
         "sent_data_packets": {p["name"]: p["sent_data_packets"] for p in sessions[0].get("paths", [])},

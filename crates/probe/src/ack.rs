@@ -111,20 +111,18 @@ pub struct AckTracker {
     unacked: u32,
     /// Their datagram bytes.
     unacked_bytes: usize,
-    /// An acknowledgement is due once `unacked_bytes` exceeds this: one full-sized
-    /// datagram fewer than [`ACK_ELICITING_THRESHOLD`] of them.
-    due_bytes: usize,
+    /// The largest datagram the peer sends on the path.
+    full_datagram_len: usize,
     first_unacked_at: Option<Instant>,
 }
 
 impl AckTracker {
     /// `full_datagram_len` is the largest datagram the peer sends on the path.
     pub fn new(max_ack_delay: Duration, full_datagram_len: usize) -> Self {
-        let threshold = ACK_ELICITING_THRESHOLD as usize;
         Self {
             max_ack_delay,
             unacked_bytes: 0,
-            due_bytes: (threshold - 1) * full_datagram_len,
+            full_datagram_len,
             ranges: [(0, 0); MAX_ACK_RANGES + 1],
             len: 0,
             evicted_up_to: None,
@@ -169,7 +167,7 @@ impl AckTracker {
     /// more than one full-sized datagram are waiting, or [`SMALL_DATAGRAMS_THRESHOLD`]
     /// of any size, or the first of them has waited `max_ack_delay`.
     pub fn ack_due(&self, now: Instant) -> bool {
-        (self.unacked >= ACK_ELICITING_THRESHOLD && self.unacked_bytes > self.due_bytes)
+        (self.unacked >= ACK_ELICITING_THRESHOLD && self.unacked_bytes > self.full_datagram_len)
             || self.unacked >= SMALL_DATAGRAMS_THRESHOLD
             || self.poll_timeout().is_some_and(|deadline| now >= deadline)
     }
