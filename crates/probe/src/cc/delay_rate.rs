@@ -44,7 +44,7 @@
 //! # States
 //!
 //! ```text
-//!   Startup --(rate grew < 25% for 3 rounds | round queue > target | loss)--> Drain
+//!   Startup --(rate grew < 25% for 3 rounds | round queue > target | congestive loss)--> Drain
 //!   Drain   --(a round whose queue is <= target)--> Cruise
 //!   any     --(persistent congestion)--> Startup, window = minimum, rate model reset
 //! ```
@@ -77,6 +77,14 @@
 //!   window), once per round trip (losses of packets sent before the last reduction are
 //!   ignored, like RFC 9002 §7.3.2's recovery period), and Startup ends. Any other loss
 //!   is the radio's: the window stays and the tunnel re-sends the packet.
+//! - **Loss in Startup** counts by rate only once the round has lost six datagrams
+//!   (BBR's `BBRStartupFullLossCnt`, draft-ietf-ccwg-bbr-06 §5.3.1.3, which counts
+//!   discontiguous lost ranges). Startup's first rounds are 10 to a few tens of
+//!   datagrams, so two random losses there read as 5 % or more: a path with 2 % radio
+//!   loss left Startup at 1.5 of its 10 Mbit/s and took four to five seconds of
+//!   Cruise's probing to reach its rate (`benches/schedulers/REPORT.md`). A buffer
+//!   that overflows in Startup loses a doubling round's excess at once, far more than
+//!   six datagrams.
 //! - **Application-limited** acknowledgements never grow the window and never lower the
 //!   rate estimate; they do not count towards the full-bandwidth test. (Linux BBR grows
 //!   its Startup window on them; here that measured worse: eight deep-buffered
@@ -195,6 +203,9 @@ const LOSS_BACKOFF: Gain = Gain::new(7, 10);
 /// BBRv2's BBRLossThresh (draft-cardwell-iccrg-bbr-congestion-control-02 §4.5.10.2): a
 /// loss rate above 2 % is congestion whatever the delay says. In parts per million.
 const CONGESTIVE_LOSS_RATE_PPM: u64 = 20_000;
+/// BBR's BBRStartupFullLossCnt (draft-ietf-ccwg-bbr-06 §5.3.1.3): in Startup, the loss
+/// rate counts once a round has lost this many datagrams.
+const STARTUP_FULL_LOSS_DATAGRAMS: u64 = 6;
 /// The loss rate is smoothed over rounds with RFC 6298's α = 1/8, so that one unlucky
 /// round of a small window (one loss in 20 packets is 5 %) is not taken for congestion.
 const LOSS_RATE_SMOOTHING: u64 = 8;
@@ -349,12 +360,20 @@ impl DelayRate {
         }
     }
 
-    /// Whether a loss detected now is congestion (see "Loss" in the module doc).
+    /// Whether a loss detected now is congestion (see "Loss" and "Loss in Startup" in
+    /// the module doc).
     fn loss_is_congestive(&self) -> bool {
         let queue_high = self
             .latest_queuing_delay
             .is_some_and(|delay| delay > self.queuing_delay_target());
-        queue_high || self.loss_rate_ppm() > CONGESTIVE_LOSS_RATE_PPM
+        queue_high || (self.loss_rate_ppm() > CONGESTIVE_LOSS_RATE_PPM && self.enough_losses())
+    }
+
+    /// Whether the round lost enough datagrams for the loss rate to count: six in
+    /// Startup (see "Loss in Startup"), any in the other states.
+    fn enough_losses(&self) -> bool {
+        self.state != DelayRateState::Startup
+            || self.round_lost_bytes.div_ceil(self.max_datagram_size) >= STARTUP_FULL_LOSS_DATAGRAMS
     }
 
     /// BBR draft-02 §4.6.4.2: room for the bursts in which the sender hands data to

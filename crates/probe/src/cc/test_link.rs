@@ -30,6 +30,9 @@ pub(crate) struct Link {
     pub queue_free: bool,
     /// Every n-th datagram is lost (and reported as a congestion event).
     pub loss_every: Option<u64>,
+    /// These datagrams (counted from 1) are lost too: losses that cluster, as random
+    /// ones do.
+    pub lost_datagrams: &'static [u64],
     /// Extra queuing delay added to every datagram (on top of the modelled queue).
     pub forced_queuing_delay: Option<Duration>,
     /// Whether `AckSignals::queuing_delay` is filled (else controllers use srtt − min).
@@ -46,6 +49,7 @@ impl Link {
             base_rtt,
             queue_free: false,
             loss_every: None,
+            lost_datagrams: &[],
             forced_queuing_delay: None,
             report_queuing_delay: true,
             return_delay: Duration::ZERO,
@@ -138,11 +142,12 @@ impl Sim {
         self.datagrams += 1;
         self.window_sum += u128::from(controller.window());
         self.window_samples += 1;
-        if self
+        let lost = self
             .link
             .loss_every
             .is_some_and(|every| self.datagrams % every == 0)
-        {
+            || self.link.lost_datagrams.contains(&self.datagrams);
+        if lost {
             controller.on_congestion_event(self.now, packet.sent, false, MDS);
             return;
         }
