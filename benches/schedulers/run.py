@@ -136,7 +136,7 @@ def sender_figures(sender_report: dict) -> dict:
     }
 
 
-def congestion_setting(text: str) -> tuple[str, int]:
+def integer_setting(text: str) -> tuple[str, int]:
     key, _, value = text.partition("=")
     if not key or not value.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=INTEGER, e.g. queue_interval_ms=200")
@@ -153,7 +153,8 @@ def run_mptund(topo: Topology, scheduler: str, duplicate: bool, cc: str, duratio
                                hold_ms=args.max_hold_ms if named else None,
                                reorder_adaptive=False if named and args.fixed_hold else None,
                                congestion_controller=None, duplicate_latency_critical=duplicate,
-                               congestion=dict(args.congestion) if named else {})
+                               congestion=dict(args.congestion) if named else {},
+                               reorder=dict(args.reorder) if named else {})
     if "mptund_reports" in raw:
         client_report, server_report = raw.pop("mptund_reports")
         receiver, sender = (client_report, server_report) if direction == "download" else (server_report, client_report)
@@ -514,9 +515,12 @@ def main() -> int:
     parser.add_argument("--max-hold-ms", type=int, help="reorder.max_hold_ms of both daemons for a named "
                                                         "scheduler (default: the daemon's)")
     parser.add_argument("--fixed-hold", action="store_true", help="reorder.adaptive = false for a named scheduler")
-    parser.add_argument("--congestion", nargs="+", default=[], type=congestion_setting, metavar="KEY=INT",
+    parser.add_argument("--congestion", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
                         help="[congestion] settings of both daemons for a named scheduler, "
                              "e.g. queue_interval_ms=200")
+    parser.add_argument("--reorder", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
+                        help="[reorder] settings of both daemons for a named scheduler, "
+                             "e.g. equalize_percent=100")
     parser.add_argument("--duration", type=int, help="seconds per flow (default: the scenario's duration_s)")
     parser.add_argument("--out", help="result directory (default: results/, with --matrix results-matrix/)")
     parser.add_argument("--report", action="store_true", help="print the tables and write the SVG plots")
