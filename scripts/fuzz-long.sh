@@ -27,6 +27,10 @@ deadline=""
 (cd fuzz && nice -n 19 cargo +nightly fuzz build $FUZZ_BUILD_FLAGS)
 bin_dir=${CARGO_TARGET_DIR:-fuzz/target}/x86_64-unknown-linux-gnu/release
 mkdir -p fuzz/long-run
+# config_file writes its key files under the temporary directory: keep them in one
+# removed on exit.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 left=${#targets[@]}
 for target in "${targets[@]}"; do
     budget=()
@@ -42,7 +46,7 @@ for target in "${targets[@]}"; do
     case "$target" in *_core) shape=(-len_control=0 -max_len=2048) ;; esac
     echo "== $target: $RUNS runs ${budget[*]:-} (started $(date -u +%H:%M:%S))"
     status=0
-    nice -n 19 "$bin_dir/$target" -runs="$RUNS" "${budget[@]}" "${shape[@]}" -print_final_stats=1 \
+    TMPDIR="$scratch" nice -n 19 "$bin_dir/$target" -runs="$RUNS" "${budget[@]}" "${shape[@]}" -print_final_stats=1 \
         -artifact_prefix="fuzz/artifacts/$target/" \
         "fuzz/long-run/corpus/$target" "fuzz/corpus/$target" \
         > "fuzz/long-run/$target.log" 2>&1 || status=$?

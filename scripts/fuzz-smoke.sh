@@ -26,7 +26,8 @@ for target in wire_datagram wire_frames inner_packet gro_split control_request c
               server_core client_core; do
     mkdir -p "$scratch/$target" "fuzz/artifacts/$target"
     begin=$SECONDS
-    if ! nice -n 10 "$bin_dir/$target" -runs="${runs[$target]}" -seed=1 \
+    # TMPDIR: config_file writes its key files under the temporary directory.
+    if ! TMPDIR="$scratch" nice -n 10 "$bin_dir/$target" -runs="${runs[$target]}" -seed=1 \
             -artifact_prefix="fuzz/artifacts/$target/" \
             "$scratch/$target" "fuzz/corpus/$target" > "$scratch/$target.log" 2>&1; then
         tail -n 40 "$scratch/$target.log" >&2

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -480,8 +479,8 @@ def two_client_bed(bed: Testbed, workdir: Path):
 
 
 def test_two_clients_through_one_server_are_byte_exact_and_isolated():
-    workdir = Path(tempfile.mkdtemp(prefix="mptund-two-"))
     with Testbed() as bed:
+        workdir = bed.scratch_dir("mptund-two-")
         binary, server, clients = two_client_bed(bed, workdir)
         logs, procs = {}, {}
         for name, ns in (("server", server), ("a", clients["a"][0]), ("b", clients["b"][0])):
