@@ -67,5 +67,40 @@ fn bench_pick(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_pick);
+/// Earliest-arrival's capacity shares (`share.rs`): off, on but below the threshold
+/// (the plain benchmark above), and sharing, with the traffic of a busy half second
+/// already counted. The clock stands still, so no path earns credit and every pick
+/// runs the whole share test before falling back to the earliest arrival.
+fn bench_capacity_shares(c: &mut Criterion) {
+    let packet = PacketInfo {
+        len: 1400,
+        class: PacketClass::Bulk,
+        queued_bytes: 64 * 1400,
+    };
+    let now = Instant::now();
+    let mut group = c.benchmark_group("earliest-arrival shares");
+    for path_count in [2, 8] {
+        let paths = views(path_count);
+        let off = SchedulerParams {
+            earliest_arrival_share_percent: 0,
+            ..SchedulerParams::default()
+        };
+        let mut unshared = build_scheduler("earliest-arrival", &off).unwrap();
+        group.bench_with_input(BenchmarkId::new("off", path_count), &paths, |b, paths| {
+            b.iter(|| unshared.pick(now, black_box(&packet), black_box(paths)))
+        });
+        let mut sharing = build_scheduler("earliest-arrival", &SchedulerParams::default()).unwrap();
+        for _ in 0..100_000 {
+            sharing.on_sent(now, PathId(0), 1400);
+        }
+        group.bench_with_input(
+            BenchmarkId::new("sharing", path_count),
+            &paths,
+            |b, paths| b.iter(|| sharing.pick(now, black_box(&packet), black_box(paths))),
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_pick, bench_capacity_shares);
 criterion_main!(benches);

@@ -15,11 +15,13 @@ use crate::path::{PacketInfo, PathId, PathView, Pick};
 use crate::redundant::Redundant;
 use crate::round_robin::RoundRobin;
 use crate::scheduler::Scheduler;
+use crate::share::EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT;
 use crate::weighted_round_robin::WeightedRoundRobin;
 
 /// Enum dispatch over the built-in schedulers (hot path: no `Box<dyn>`).
-// WeightedRoundRobin's credit table makes this ~0.5 kB; there is one per
-// session, and boxing it would cost a pointer chase on every pick.
+// The credit tables of WeightedRoundRobin and EarliestArrival's capacity shares make
+// this ~0.6 kB; there is one per session, and boxing it would cost a pointer chase on
+// every pick.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum AnyScheduler {
@@ -128,6 +130,11 @@ pub struct SchedulerParams {
     /// for it; valid up to 1 s. Default `None`: never wait while another path
     /// can send ([`EarliestArrival`]'s module docs say why).
     pub earliest_arrival_wait_margin: Option<Duration>,
+    /// Earliest-arrival gives every path at least three quarters of its capacity share
+    /// once the traffic of the last half second reaches this percentage of the fastest
+    /// path's capacity (`share.rs`); 0 never shares. Valid `0..=1000`. Default 75
+    /// ([`EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT`]).
+    pub earliest_arrival_share_percent: u16,
     /// The longest the peer's reorder buffer holds a gap; earliest-arrival does
     /// not send a packet where it would arrive later than that after a full path
     /// could deliver it. Valid `1 ms..=10 s`. Default 200 ms, the daemon's default
@@ -142,6 +149,7 @@ impl Default for SchedulerParams {
             blest_lambda: BLEST_DEFAULT_LAMBDA,
             blest_reorder_window_bytes: BLEST_DEFAULT_REORDER_WINDOW_BYTES,
             earliest_arrival_wait_margin: EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN,
+            earliest_arrival_share_percent: EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT,
             reorder_window: EARLIEST_ARRIVAL_DEFAULT_REORDER_WINDOW,
         }
     }
@@ -179,6 +187,13 @@ impl SchedulerParams {
                 "reorder_window",
                 format!("{:?}", self.reorder_window),
                 "1 ms to 10 s",
+            );
+        }
+        if self.earliest_arrival_share_percent > 1000 {
+            return invalid(
+                "earliest_arrival_share_percent",
+                self.earliest_arrival_share_percent.to_string(),
+                "0 to 1000",
             );
         }
         if self
@@ -232,6 +247,7 @@ pub fn build_scheduler(name: &str, params: &SchedulerParams) -> Result<AnySchedu
             params.earliest_arrival_wait_margin,
             params.reorder_window,
         )
+        .with_share_percent(params.earliest_arrival_share_percent)
         .into()),
         Blest::NAME => {
             Ok(Blest::new(params.blest_lambda, params.blest_reorder_window_bytes).into())

@@ -55,6 +55,12 @@
 //! Sending at once costs the inner flow the same delay, in the receiver's
 //! reorder buffer instead of the sender's queue, and degrades gracefully.
 //!
+//! Capacity shares: once the traffic reaches most of what the fastest path carries,
+//! a bulk packet goes first to a path that can send and has earned credit towards
+//! three quarters of its capacity share (`share.rs` says why and how). Below that, for
+//! latency-critical packets, and when no path holds credit, the earliest arrival
+//! decides as above.
+//!
 //! Missing measurements: a path without any delay measurement has no
 //! prediction. Such paths get data only when no eligible path is measured (a
 //! fresh session): then the least loaded path goes first, which spreads the
@@ -70,11 +76,12 @@
 use std::time::{Duration, Instant};
 
 use crate::eligible::{least_loaded, Eligibility};
-use crate::path::{PacketInfo, PathId, PathView, Pick};
+use crate::path::{PacketClass, PacketInfo, PathId, PathView, Pick};
 use crate::predict::{
     backlog_drain_time, earliest_possible_arrival, predicted_arrival, predicted_arrival_when_open,
 };
 use crate::scheduler::Scheduler;
+use crate::share::{CapacityShare, EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT};
 
 /// Never wait for a full path while another can send (the module docs say why).
 pub const EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN: Option<Duration> = None;
@@ -90,6 +97,8 @@ pub struct EarliestArrival {
     /// How much later than a full path a packet may arrive elsewhere and still be
     /// waited for by the receiver.
     reorder_window: Duration,
+    /// What each path was sent recently, for the capacity shares.
+    share: CapacityShare,
 }
 
 impl EarliestArrival {
@@ -98,11 +107,22 @@ impl EarliestArrival {
 
     /// A scheduler that waits for a full path when it wins by more than
     /// `wait_margin` (never with `None`), and whenever another path would deliver
-    /// more than `reorder_window` after it.
+    /// more than `reorder_window` after it; capacity shares from the default
+    /// percentage of the fastest path's capacity on.
     pub fn new(wait_margin: Option<Duration>, reorder_window: Duration) -> Self {
         EarliestArrival {
             wait_margin,
             reorder_window,
+            share: CapacityShare::new(EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT),
+        }
+    }
+
+    /// The same scheduler sharing by capacity from `percent` of the fastest path's
+    /// capacity on; 0 never shares.
+    pub fn with_share_percent(self, percent: u16) -> Self {
+        EarliestArrival {
+            share: CapacityShare::new(percent),
+            ..self
         }
     }
 }
@@ -121,8 +141,16 @@ impl Scheduler for EarliestArrival {
         Self::NAME
     }
 
-    fn pick(&mut self, _now: Instant, packet: &PacketInfo, paths: &[PathView]) -> Pick {
+    fn pick(&mut self, now: Instant, packet: &PacketInfo, paths: &[PathView]) -> Pick {
         let rule = Eligibility::of(paths);
+        if packet.class == PacketClass::Bulk {
+            if let Some(id) =
+                self.share
+                    .below_floor(now, paths, rule, packet.len, self.reorder_window)
+            {
+                return Pick::One(id);
+            }
+        }
         // Best path that can send: (arrival, in flight, id), and its earliest
         // possible arrival.
         let mut best_ready: Option<((Duration, u64, PathId), Duration)> = None;
@@ -170,6 +198,10 @@ impl Scheduler for EarliestArrival {
             })
             .map_or(Pick::Hold, Pick::One),
         }
+    }
+
+    fn on_sent(&mut self, now: Instant, path: PathId, bytes: usize) {
+        self.share.on_sent(now, path, bytes);
     }
 }
 

@@ -34,6 +34,7 @@ mod reorder;
 mod round_robin;
 mod scheduler;
 mod seq;
+mod share;
 #[cfg(test)]
 mod test_support;
 mod weighted_round_robin;
@@ -51,9 +52,9 @@ pub use eligible::{eligible_paths, Eligibility};
 pub use min_rtt::MinRtt;
 pub use path::{PacketClass, PacketInfo, PathId, PathSet, PathSetIter, PathState, PathView, Pick};
 pub use predict::{
-    backlog_drain_time, earliest_possible_arrival, latency_critical_paths, one_way_delay_estimate,
-    predicted_arrival, predicted_arrival_when_open, rate_estimate_bytes_per_sec, repair_pick,
-    repair_route, RepairRoute, LATENCY_CRITICAL_COPIES,
+    backlog_drain_time, capacity_bytes_per_sec, earliest_possible_arrival, latency_critical_paths,
+    one_way_delay_estimate, predicted_arrival, predicted_arrival_when_open,
+    rate_estimate_bytes_per_sec, repair_pick, repair_route, RepairRoute, LATENCY_CRITICAL_COPIES,
 };
 pub use redundant::Redundant;
 pub use reorder::{
@@ -64,4 +65,8 @@ pub use reorder::{
 pub use round_robin::RoundRobin;
 pub use scheduler::Scheduler;
 pub use seq::SeqNo;
+pub use share::{
+    CapacityShare, EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT, SHARE_BURST, SHARE_DECISION_INTERVAL,
+    SHARE_WINDOW,
+};
 pub use weighted_round_robin::WeightedRoundRobin;

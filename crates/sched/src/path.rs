@@ -158,6 +158,10 @@ pub struct PathView {
     /// The path congestion controller's pacing rate in bits per second; `None`
     /// when unknown (no controller yet, or one that does not pace).
     pub pacing_rate_bps: Option<u64>,
+    /// The path congestion controller's estimate of the bottleneck rate in bits per
+    /// second (BBR's BtlBw: the largest recent delivery rate, kept while the path is
+    /// offered less than it carries); `None` when the controller keeps none.
+    pub bottleneck_rate_bps: Option<u64>,
     /// Estimated loss rate, 0.0..=1.0.
     pub loss_rate: Option<f32>,
     /// Whether the path's pacer lets a packet go now.
@@ -180,6 +184,7 @@ impl PathView {
             delivery_rate_bps: None,
             delivery_rate_app_limited: false,
             pacing_rate_bps: None,
+            bottleneck_rate_bps: None,
             loss_rate: None,
             pacing_ready: true,
         }

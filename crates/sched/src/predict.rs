@@ -67,6 +67,16 @@ pub fn rate_estimate_bytes_per_sec(view: &PathView) -> Option<u64> {
         .max()
 }
 
+/// What the path can carry, in bytes per second: its controller's bottleneck estimate
+/// ([`PathView::bottleneck_rate_bps`]), which a path offered less than it carries keeps,
+/// else [`rate_estimate_bytes_per_sec`]. `None` when neither is known.
+pub fn capacity_bytes_per_sec(view: &PathView) -> Option<u64> {
+    view.bottleneck_rate_bps
+        .filter(|&bps| bps >= 8)
+        .map(|bps| bps / 8)
+        .or_else(|| rate_estimate_bytes_per_sec(view))
+}
+
 /// `cwnd / srtt` in bytes per second, if both are known and the rate is not zero.
 fn window_rate(view: &PathView) -> Option<u64> {
     let cwnd = view.cwnd_bytes?;

@@ -33,15 +33,48 @@ fn run_all(scenario: &Scenario) -> Vec<Report> {
 }
 
 /// Earliest-arrival that waits for a full path whenever it would deliver earlier
-/// (the opt-in `earliest_arrival_wait_margin_us = 0`).
+/// (the opt-in `earliest_arrival_wait_margin_us = 0`), without capacity shares: the
+/// waiting rule alone.
 fn run_waiting_earliest_arrival(scenario: &Scenario) -> Report {
     let params = SchedulerParams {
         earliest_arrival_wait_margin: Some(Duration::ZERO),
+        earliest_arrival_share_percent: 0,
         ..SchedulerParams::default()
     };
     let mut scheduler = build_scheduler("earliest-arrival", &params).unwrap();
     let report = run(&mut scheduler, scenario);
     println!("  {report} (waiting for full paths)");
+    report
+}
+
+/// Earliest-arrival without capacity shares (`earliest_arrival_share_percent = 0`).
+fn run_earliest_arrival_without_shares(scenario: &Scenario) -> Report {
+    let params = SchedulerParams {
+        earliest_arrival_share_percent: 0,
+        ..SchedulerParams::default()
+    };
+    let mut scheduler = build_scheduler("earliest-arrival", &params).unwrap();
+    let report = run(&mut scheduler, scenario);
+    println!("  {report} (no capacity shares)");
+    report
+}
+
+/// Five simulated seconds of 1400-byte packets, offered at `offered_mbit`.
+fn offered(name: &'static str, paths: Vec<PathConfig>, offered_mbit: f64) -> Scenario {
+    Scenario {
+        name,
+        paths,
+        packet_len: 1400,
+        offered_mbit: Some(offered_mbit),
+        duration: Duration::from_secs(5),
+    }
+}
+
+/// The default earliest-arrival on `scenario`.
+fn run_earliest_arrival(scenario: &Scenario) -> Report {
+    println!("\n{} ({:?} simulated)", scenario.name, scenario.duration);
+    let report = run(&mut EarliestArrival::default(), scenario);
+    println!("  {report}");
     report
 }
 
@@ -90,6 +123,7 @@ fn two_paths_10_and_60_ms_20_mbit_each() {
             PathConfig::new(60.0, 20.0, QUEUE_MS),
         ],
         packet_len: 1400,
+        offered_mbit: None,
         duration: Duration::from_secs(5),
     };
     let reports = run_all(&scenario);
@@ -115,6 +149,7 @@ fn eight_train_modems_scaled_by_a_tenth() {
             .map(|(&rate, delay)| PathConfig::new(delay, rate * 0.1, QUEUE_MS))
             .collect(),
         packet_len: 1400,
+        offered_mbit: None,
         duration: Duration::from_secs(10),
     };
     let reports = run_all(&scenario);
@@ -186,6 +221,7 @@ fn a_shallow_buffered_fast_path_leaves_the_slow_one_its_share() {
             PathConfig::new(30.0, rates_mbit[1], 60.0),
         ],
         packet_len: 1400,
+        offered_mbit: None,
         duration: Duration::from_secs(5),
     };
     let reports = run_all(&scenario);
@@ -201,6 +237,73 @@ fn a_shallow_buffered_fast_path_leaves_the_slow_one_its_share() {
 }
 
 #[test]
+fn a_flow_offering_what_the_fast_path_carries_still_spreads_by_capacity() {
+    // 5G-like 5 ms / 50 Mbit/s and LTE-like 30 ms / 20 Mbit/s, and an inner flow
+    // that offers 45 Mbit/s, as one whose rate estimate settled near the fast path's
+    // does: the fast path never queues, so by arrival alone it takes everything.
+    let rates_mbit = [50.0, 20.0];
+    let offered_mbit = 45.0;
+    let scenario = offered(
+        "2 paths, 45 Mbit/s offered: 5 ms / 50 Mbit/s, 30 ms / 20 Mbit/s",
+        vec![
+            PathConfig::new(5.0, rates_mbit[0], QUEUE_MS),
+            PathConfig::new(30.0, rates_mbit[1], QUEUE_MS),
+        ],
+        offered_mbit,
+    );
+    let shared = run_earliest_arrival(&scenario);
+    let capacity_share = rates_mbit[1] / (rates_mbit[0] + rates_mbit[1]);
+    // The floor is three quarters of the share; a little of the first window goes
+    // before sharing starts.
+    assert!(
+        shared.path_share(1) >= 0.65 * capacity_share,
+        "the slow path carried {:.1} % of the packets: {shared} {:?}",
+        100.0 * shared.path_share(1),
+        shared.sent_per_path
+    );
+    assert!(shared.throughput_mbit >= 0.97 * offered_mbit, "{shared}");
+    let alone = run_earliest_arrival_without_shares(&scenario);
+    assert!(
+        alone.path_share(1) < 0.02,
+        "{alone} {:?}",
+        alone.sent_per_path
+    );
+}
+
+#[test]
+fn light_traffic_stays_on_the_fastest_path() {
+    // The same paths offered 20 Mbit/s, 40 % of the fast path: under the threshold,
+    // so nothing waits for the slow path in the reorder buffer.
+    let scenario = offered(
+        "2 paths, 20 Mbit/s offered: 5 ms / 50 Mbit/s, 30 ms / 20 Mbit/s",
+        vec![
+            PathConfig::new(5.0, 50.0, QUEUE_MS),
+            PathConfig::new(30.0, 20.0, QUEUE_MS),
+        ],
+        20.0,
+    );
+    let report = run_earliest_arrival(&scenario);
+    assert_eq!(report.sent_per_path[1], 0, "{report}");
+    assert_eq!(report.out_of_order, 0, "{report}");
+}
+
+#[test]
+fn a_path_beyond_the_reorder_window_gets_no_share() {
+    // 5G at 8 ms / 50 Mbit/s and a GEO satellite at 280 ms / 20 Mbit/s: its packets
+    // would come after the receiver (200 ms) gave their gaps up.
+    let scenario = offered(
+        "5G and GEO, 45 Mbit/s offered: 8 ms / 50 Mbit/s, 280 ms / 20 Mbit/s",
+        vec![
+            PathConfig::new(8.0, 50.0, QUEUE_MS),
+            PathConfig::new(280.0, 20.0, QUEUE_MS),
+        ],
+        45.0,
+    );
+    let report = run_earliest_arrival(&scenario);
+    assert_eq!(report.sent_per_path[1], 0, "{report}");
+}
+
+#[test]
 fn lossy_paths_each_carry_their_share() {
     // Three radio paths with one-BDP buffers and random loss of 0.5, 1 and
     // 0.33 %: the lost packets are sent again and still arrive.
@@ -213,6 +316,7 @@ fn lossy_paths_each_carry_their_share() {
             PathConfig::new(30.0, rates_mbit[2], 60.0).losing_one_in(300),
         ],
         packet_len: 1400,
+        offered_mbit: None,
         duration: Duration::from_secs(5),
     };
     let reports = run_all(&scenario);
@@ -235,6 +339,7 @@ fn repairs_on_the_path_that_delivers_first_keep_the_receivers_wait_short() {
             PathConfig::new(45.0, 12.0, 90.0).losing_one_in(100),
         ],
         packet_len: 1400,
+        offered_mbit: None,
         duration: Duration::from_secs(5),
     };
     let first = run_with(
@@ -279,6 +384,7 @@ fn paths_judged_by_what_they_carried_still_get_their_share() {
             PathConfig::new(30.0, rates_mbit[3], 60.0).rate_measured(),
         ],
         packet_len: 1400,
+        offered_mbit: None,
         duration: Duration::from_secs(5),
     };
     let reports = run_all(&scenario);
@@ -294,6 +400,7 @@ fn equal_paths_barely_reorder_under_any_arrival_aware_scheduler() {
             PathConfig::new(20.0, 10.0, QUEUE_MS),
         ],
         packet_len: 1400,
+        offered_mbit: None,
         duration: Duration::from_secs(2),
     };
     let reports = run_all(&scenario);
@@ -311,6 +418,7 @@ fn the_model_is_deterministic() {
             PathConfig::new(60.0, 20.0, QUEUE_MS),
         ],
         packet_len: 1400,
+        offered_mbit: None,
         duration: Duration::from_millis(500),
     };
     for &name in SCHEDULER_NAMES {

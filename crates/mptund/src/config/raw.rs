@@ -108,6 +108,7 @@ pub(super) struct RawScheduler {
     pub ecf_hysteresis: Option<Sp<f64>>,
     pub blest_lambda: Option<Sp<f64>>,
     pub earliest_arrival_wait_margin_us: Option<Sp<i64>>,
+    pub earliest_arrival_share_percent: Option<Sp<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -630,6 +630,7 @@ fn broken_configs() -> Vec<Broken> {
         c("ecf_hysteresis out of range", format!("{MINIMAL_CLIENT}[scheduler]\necf_hysteresis = 1.5\n"), Some(13), "scheduler.ecf_hysteresis", "1.5 is out of range", "from 0 to 1"),
         c("blest_lambda not a number", format!("{MINIMAL_CLIENT}[scheduler]\nblest_lambda = \"high\"\n"), Some(13), "scheduler.blest_lambda", "expected f64", ""),
         c("wait margin out of range", format!("{MINIMAL_CLIENT}[scheduler]\nearliest_arrival_wait_margin_us = -1\n"), Some(13), "scheduler.earliest_arrival_wait_margin_us", "-1 µs is out of range", "from 0 to 1000000 µs"),
+        c("share percent out of range", format!("{MINIMAL_CLIENT}[scheduler]\nearliest_arrival_share_percent = 1001\n"), Some(13), "scheduler.earliest_arrival_share_percent", "1001 % is out of range", "from 0 to 1000 %"),
         c("duplication not a boolean", format!("{MINIMAL_CLIENT}[scheduler]\nduplicate_latency_critical = 1\n"), Some(13), "scheduler.duplicate_latency_critical", "expected a boolean", "true` or `false"),
         c("parity not a boolean", format!("{MINIMAL_CLIENT}[scheduler]\nparity_on_lossy_paths = \"auto\"\n"), Some(13), "scheduler.parity_on_lossy_paths", "expected a boolean", "true` or `false"),
         c("capacity out of range", format!("{MINIMAL_CLIENT}[reorder]\ncapacity_packets = 2000000\n"), Some(13), "reorder.capacity_packets", "out of range", "16 to 1048576"),

@@ -493,6 +493,11 @@ impl SessionPath {
             .controller()
             .pacing_rate()
             .map(|bytes| bytes.saturating_mul(8));
+        view.bottleneck_rate_bps = self
+            .probe
+            .controller()
+            .bottleneck_rate()
+            .map(|bytes| bytes.saturating_mul(8));
         // Only a path that could otherwise take the packet waits for its pacer; a pacer
         // time that is already here means ready (rounding must not make a timer spin).
         let sendable = view.state == PathState::Up && view.has_window_room(len);

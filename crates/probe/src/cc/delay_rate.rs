@@ -638,6 +638,10 @@ impl Controller for DelayRate {
         (rate > 0).then_some(rate)
     }
 
+    fn bottleneck_rate(&self) -> Option<u64> {
+        Some(self.max_delivery_rate()).filter(|&rate| rate > 0)
+    }
+
     fn queuing_delay_target(&self) -> Option<Duration> {
         Some(DelayRate::queuing_delay_target(self))
     }

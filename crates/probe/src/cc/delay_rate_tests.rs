@@ -511,3 +511,24 @@ fn persistent_congestion_restarts_from_the_minimum_window() {
         Some(controller.initial_window() * 20)
     );
 }
+
+#[test]
+fn the_bottleneck_rate_is_the_max_filter_not_the_cycling_pacing_rate() {
+    assert_eq!(DelayRate::new(MDS).bottleneck_rate(), None, "no sample yet");
+    let (mut controller, mut sim) = cruising(Instant::now(), policed(TEN_MBIT, ms(50)));
+    let mut pacing_rates = std::collections::BTreeSet::new();
+    for _ in 0..8 {
+        run_rounds(&mut controller, &mut sim, 1);
+        let rate = controller.bottleneck_rate();
+        assert_eq!(rate, Some(controller.max_delivery_rate()));
+        assert!(
+            rate.is_some_and(|rate| rate >= TEN_MBIT * 9 / 10),
+            "{rate:?}"
+        );
+        pacing_rates.insert(controller.pacing_rate());
+    }
+    assert!(
+        pacing_rates.len() > 1,
+        "the pacing rate cycles: {pacing_rates:?}"
+    );
+}

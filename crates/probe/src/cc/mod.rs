@@ -67,6 +67,13 @@ pub trait Controller {
     fn pacing_rate(&self) -> Option<u64> {
         None
     }
+    /// The controller's estimate of the path's bottleneck rate in bytes per second
+    /// (BBR's BtlBw), if it keeps one: unlike the pacing rate it does not cycle with
+    /// probing, and unlike the latest delivery rate it survives a path that is offered
+    /// less than it carries.
+    fn bottleneck_rate(&self) -> Option<u64> {
+        None
+    }
     /// Still searching for the path's capacity (slow start, BBR's Startup): the window
     /// at least doubles every round trip until the first congestion signal.
     fn in_slow_start(&self) -> bool {
@@ -187,6 +194,13 @@ impl Controller for AnyController {
         match self {
             Self::Cubic(inner) => inner.pacing_rate(),
             Self::DelayRate(inner) => inner.pacing_rate(),
+        }
+    }
+
+    fn bottleneck_rate(&self) -> Option<u64> {
+        match self {
+            Self::Cubic(inner) => inner.bottleneck_rate(),
+            Self::DelayRate(inner) => inner.bottleneck_rate(),
         }
     }
 

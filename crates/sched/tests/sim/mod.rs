@@ -24,7 +24,9 @@
 //! the path had room it was not given, and a probe's trickle before any data.
 //!
 //! The sender has an endless backlog of equal-size packets, numbered in
-//! order. At every event (start, each acknowledgement) it processes the
+//! order, or offers them at a fixed rate ([`Scenario::offered_mbit`]: an inner
+//! flow whose rate has settled). At every event (start, each acknowledgement,
+//! each newly offered packet) it processes the
 //! acknowledgements due, builds a [`PathView`] per path from the model state
 //! (delays and rate as configured, as a converged estimator would report them;
 //! `srtt` includes the current queueing delay), and asks the scheduler for
@@ -192,7 +194,31 @@ pub struct Scenario {
     pub name: &'static str,
     pub paths: Vec<PathConfig>,
     pub packet_len: usize,
+    /// The rate at which the sender offers new packets; `None`: as many as the paths
+    /// take (a bulk sender that is never application-limited).
+    pub offered_mbit: Option<f64>,
     pub duration: Duration,
+}
+
+impl Scenario {
+    /// New packets the sender has offered by `now`.
+    fn offered_by(&self, now: Duration) -> usize {
+        match self.offered_mbit {
+            None => usize::MAX,
+            Some(mbit) => {
+                (now.as_secs_f64() * mbit * 1e6 / 8.0 / self.packet_len as f64) as usize + 1
+            }
+        }
+    }
+
+    /// When the sender offers new packet number `count` (from 0); `None` for a bulk
+    /// sender.
+    fn offered_at(&self, count: usize) -> Option<Duration> {
+        let mbit = self.offered_mbit?;
+        Some(Duration::from_secs_f64(
+            count as f64 * self.packet_len as f64 * 8.0 / (mbit * 1e6),
+        ))
+    }
 }
 
 /// What the receiver saw.
@@ -332,6 +358,7 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
             }
         }
         for _ in 0..MAX_PICKS_PER_EVENT {
+            let new_offered = scenario.offered_by(now) > first_arrival.len();
             views.clear();
             views.extend(paths.iter().map(|path| path.view(now)));
             // (what to send, whether it is the first repair in line)
@@ -341,6 +368,7 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
                         RepairRoute::Now(id) => (Pick::One(id), true),
                         // As the daemon does: the repair is first in line for its
                         // path, new packets may take the others meanwhile.
+                        RepairRoute::WaitFor(_) if !new_offered => (Pick::Hold, false),
                         RepairRoute::WaitFor(waited_for) => {
                             views.retain(|view| view.id != waited_for);
                             (scheduler.pick(epoch + now, &packet, &views), false)
@@ -351,6 +379,7 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
                 (Some(_), Repairs::LikeNewPackets) => {
                     (scheduler.pick(epoch + now, &packet, &views), true)
                 }
+                (None, _) if !new_offered => (Pick::Hold, false),
                 (None, _) => (scheduler.pick(epoch + now, &packet, &views), false),
             };
             if pick == Pick::Hold {
@@ -398,7 +427,13 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
             .iter()
             .filter_map(|path| path.in_flight.front().map(|&(ack_at, _, _)| ack_at))
             .min();
-        now = next_ack.unwrap_or(now + Duration::from_millis(1));
+        let next_offer = scenario
+            .offered_at(first_arrival.len())
+            .filter(|&at| at > now);
+        now = match (next_ack, next_offer) {
+            (Some(ack), Some(offer)) => ack.min(offer),
+            (ack, offer) => ack.or(offer).unwrap_or(now + Duration::from_millis(1)),
+        };
     }
 
     let mut report = measure(scheduler.name(), &first_arrival, duplicates, scenario);

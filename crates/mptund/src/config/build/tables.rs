@@ -138,6 +138,13 @@ impl Validator<'_> {
                 defaults.blest_lambda,
             )?,
             earliest_arrival_wait_margin: wait_margin,
+            earliest_arrival_share_percent: self.integer(
+                scheduler.earliest_arrival_share_percent.as_ref(),
+                "scheduler.earliest_arrival_share_percent",
+                0..=1000,
+                " %",
+                i64::from(defaults.earliest_arrival_share_percent),
+            )? as u16,
             ..defaults
         };
         Ok(SchedulerConfig {
