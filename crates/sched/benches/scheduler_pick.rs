@@ -69,8 +69,8 @@ fn bench_pick(c: &mut Criterion) {
 
 /// Earliest-arrival's capacity shares (`share.rs`): off, on but below the threshold
 /// (the plain benchmark above), and sharing, with the traffic of a busy half second
-/// already counted. The clock stands still, so no path earns credit and every pick
-/// runs the whole share test before falling back to the earliest arrival.
+/// already counted. The clock stands still, so no path earns credit: every pick checks
+/// each sharing path's credit, then falls back to the earliest arrival.
 fn bench_capacity_shares(c: &mut Criterion) {
     let packet = PacketInfo {
         len: 1400,

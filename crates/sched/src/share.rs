@@ -27,6 +27,8 @@
 //! - **No catching up:** credit is capped at [`SHARE_BURST`] of the path's floor rate.
 //!   A path that got nothing for a while (before sharing began, or while its window was
 //!   full) is not flooded with what it missed: that would only queue at its bottleneck.
+//! - **How often:** whether to share, and the floor rates, are decided at most every
+//!   [`SHARE_DECISION_INTERVAL`]; between decisions a pick only earns and checks credit.
 //!
 //! The capacity of a path that carries less than it could is the controller's
 //! bottleneck estimate, which such a path keeps ([`PathView::bottleneck_rate_bps`]).
@@ -272,7 +274,7 @@ impl CapacityShare {
     }
 }
 
-/// The paths that share, as decided for one packet.
+/// The paths that share, as decided at one moment.
 struct Sharing {
     /// A member's earliest possible arrival is at most this.
     last_arrival: Duration,

@@ -2,7 +2,7 @@
 //! different delay (`sim/mod.rs`), and the claims mptund makes about
 //! earliest-arrival: against the round-robin baseline on deep buffers, and that
 //! the slower paths carry their share behind a shallow-buffered or lossy fast
-//! path.
+//! path, or when the flow offers about what the fast path carries.
 //!
 //! Run with `--nocapture` to see the table:
 //! `cargo test -p mptund-sched --test scheduler_sim -- --nocapture`.
