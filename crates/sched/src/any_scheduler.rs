@@ -20,7 +20,7 @@ use crate::weighted_round_robin::WeightedRoundRobin;
 
 /// Enum dispatch over the built-in schedulers (hot path: no `Box<dyn>`).
 // The credit tables of WeightedRoundRobin and EarliestArrival's capacity shares make
-// this ~0.6 kB; there is one per session, and boxing it would cost a pointer chase on
+// this about 1 kB; there is one per session, and boxing it would cost a pointer chase on
 // every pick.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
