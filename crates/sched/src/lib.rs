@@ -65,8 +65,5 @@ pub use reorder::{
 pub use round_robin::RoundRobin;
 pub use scheduler::Scheduler;
 pub use seq::SeqNo;
-pub use share::{
-    CapacityShare, EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT, SHARE_BURST, SHARE_DECISION_INTERVAL,
-    SHARE_WINDOW,
-};
+pub use share::EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT;
 pub use weighted_round_robin::WeightedRoundRobin;
