@@ -39,6 +39,7 @@ PATH_COUNTERS = {
     "send_errors": "mptund_path_send_errors_total",
     "socket_full": "mptund_path_socket_full_total",
     "reinjected_away": "mptund_path_reinjected_packets_total",
+    "share_floor_packets": "mptund_path_share_floor_packets_total",
     "validations_started": "mptund_path_validations_started_total",
     "validations_succeeded": "mptund_path_validations_succeeded_total",
 }
@@ -191,6 +192,7 @@ def test_metrics_parse_during_a_transfer_and_match_the_daemons_counts(tunnel):
     assert metrics[("mptund_reorder_duplicate_packets_total", peer)] == \
         session["reorder"]["duplicates"]
     assert metrics[("mptund_session_reinjected_packets_total", peer)] == session["reinjected"]
+    assert metrics[("mptund_session_capacity_sharing", peer)] == int(session["capacity_sharing"])
     # Real figures: the server received at least the transfer's bytes.
     assert received > count
 
@@ -237,6 +239,10 @@ def test_status_table_and_json_during_a_transfer(tunnel):
     for column in ("rtt", "cwnd", "in flight", "send rate", "delivery", "loss", "sent",
                    "received"):
         assert column in header, column
+    shares = next(line for line in lines if line.strip().startswith("capacity shares:"))
+    assert re.fullmatch(r"  capacity shares: (on|off), packets placed by the floors: .+", shares)
+    for uplink in tunnel.uplinks:
+        assert re.search(rf"\b{uplink} \d+", shares), shares
     for uplink in tunnel.uplinks:
         row = next(line for line in lines if line.split()[:1] == [uplink])
         cells = row.split()

@@ -15,12 +15,12 @@ use crate::path::{PacketInfo, PathId, PathView, Pick};
 use crate::redundant::Redundant;
 use crate::round_robin::RoundRobin;
 use crate::scheduler::Scheduler;
-use crate::share::EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT;
+use crate::share::{PathShare, EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT};
 use crate::weighted_round_robin::WeightedRoundRobin;
 
 /// Enum dispatch over the built-in schedulers (hot path: no `Box<dyn>`).
 // The credit tables of WeightedRoundRobin and EarliestArrival's capacity shares make
-// this about 1 kB; there is one per session, and boxing it would cost a pointer chase on
+// this about 1.5 kB; there is one per session, and boxing it would cost a pointer chase on
 // every pick.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
@@ -96,6 +96,10 @@ impl Scheduler for AnyScheduler {
 
     fn on_lost(&mut self, now: Instant, path: PathId, bytes: usize) {
         dispatch!(self, inner => inner.on_lost(now, path, bytes))
+    }
+
+    fn path_share(&self, now: Instant, path: PathId) -> PathShare {
+        dispatch!(self, inner => inner.path_share(now, path))
     }
 }
 

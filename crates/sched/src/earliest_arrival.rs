@@ -81,7 +81,7 @@ use crate::predict::{
     backlog_drain_time, earliest_possible_arrival, predicted_arrival, predicted_arrival_when_open,
 };
 use crate::scheduler::Scheduler;
-use crate::share::{CapacityShare, EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT};
+use crate::share::{CapacityShare, PathShare, EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT};
 
 /// Never wait for a full path while another can send (the module docs say why).
 pub const EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN: Option<Duration> = None;
@@ -202,6 +202,10 @@ impl Scheduler for EarliestArrival {
 
     fn on_sent(&mut self, now: Instant, path: PathId, bytes: usize) {
         self.share.on_sent(now, path, bytes);
+    }
+
+    fn path_share(&self, now: Instant, path: PathId) -> PathShare {
+        self.share.path_share(now, path)
     }
 }
 

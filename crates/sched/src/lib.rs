@@ -65,5 +65,5 @@ pub use reorder::{
 pub use round_robin::RoundRobin;
 pub use scheduler::Scheduler;
 pub use seq::SeqNo;
-pub use share::EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT;
+pub use share::{PathShare, EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT};
 pub use weighted_round_robin::WeightedRoundRobin;

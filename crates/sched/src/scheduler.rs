@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use crate::path::{PacketInfo, PathId, PathView, Pick};
+use crate::share::PathShare;
 
 /// Decides which path(s) carry each packet.
 pub trait Scheduler {
@@ -24,4 +25,10 @@ pub trait Scheduler {
 
     /// `bytes` sent on `path` were declared lost.
     fn on_lost(&mut self, _now: Instant, _path: PathId, _bytes: usize) {}
+
+    /// What capacity shares do on `path` at `now`, for metrics; schedulers without
+    /// shares report none.
+    fn path_share(&self, _now: Instant, _path: PathId) -> PathShare {
+        PathShare::default()
+    }
 }

@@ -32,6 +32,9 @@
 //!
 //! The capacity of a path that carries less than it could is the controller's
 //! bottleneck estimate, which such a path keeps ([`PathView::bottleneck_rate_bps`]).
+//!
+//! [`CapacityShare::path_share`] tells the daemon's metrics how many packets the floors
+//! placed on each path, and each path's floor while sharing is in force.
 
 use std::time::{Duration, Instant};
 
@@ -63,6 +66,17 @@ const FLOOR_DENOMINATOR: u128 = 4;
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 const SLOTS: usize = PathId::MAX_IN_SET as usize + 1;
 
+/// What the capacity shares do on one path, for metrics and `mptund status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathShare {
+    /// Bulk packets the shares placed on the path because it held credit towards its
+    /// floor; earliest-arrival placed the others.
+    pub floor_packets: u64,
+    /// The path's floor rate in bytes per second while sharing is in force; `None`
+    /// while the traffic is too light to share or the path is not a member.
+    pub floor_rate_bytes_per_sec: Option<u64>,
+}
+
 /// The recent traffic, and each path's credit towards its floor.
 #[derive(Clone, Debug)]
 pub struct CapacityShare {
@@ -79,6 +93,8 @@ pub struct CapacityShare {
     /// Floor rate per path id in bytes per second, as last decided; 0 for a path that
     /// does not share.
     floor_rate: [u64; SLOTS],
+    /// Packets placed by the floors per path id, since this scheduler was built.
+    floor_packets: [u64; SLOTS],
     /// When the credits were last earned.
     earned_at: Option<Instant>,
     /// When sharing and the floor rates were last decided.
@@ -95,6 +111,7 @@ impl CapacityShare {
             sent_previous: 0,
             credit: [0; SLOTS],
             floor_rate: [0; SLOTS],
+            floor_packets: [0; SLOTS],
             earned_at: None,
             decided_at: None,
         }
@@ -168,7 +185,29 @@ impl CapacityShare {
                 richest = Some((held, floor_rate, path.id));
             }
         }
-        richest.map(|(_, _, id)| id)
+        let (_, _, id) = richest?;
+        if let Some(count) = self.floor_packets.get_mut(usize::from(id.0)) {
+            *count = count.saturating_add(1);
+        }
+        Some(id)
+    }
+
+    /// What the shares do on `path` at `now`: the packets its floor placed so far,
+    /// and its floor rate if the last decision made it share. A decision older than a
+    /// [`SHARE_WINDOW`] no longer counts: no bulk packet was picked since.
+    pub fn path_share(&self, now: Instant, path: PathId) -> PathShare {
+        let index = usize::from(path.0);
+        let decided_recently = self
+            .decided_at
+            .is_some_and(|at| now.saturating_duration_since(at) < SHARE_WINDOW);
+        PathShare {
+            floor_packets: self.floor_packets.get(index).copied().unwrap_or(0),
+            floor_rate_bytes_per_sec: self
+                .floor_rate
+                .get(index)
+                .copied()
+                .filter(|&rate| decided_recently && rate > 0),
+        }
     }
 
     /// Decides whether to share and each path's floor rate; a path that does not share
@@ -374,6 +413,40 @@ mod tests {
             to_slow += usize::from(path == PathId(1));
         }
         assert!((1..=9).contains(&to_slow), "{to_slow} packets");
+    }
+
+    #[test]
+    fn path_share_counts_floor_packets_and_shows_floors_only_while_sharing() {
+        let mut share = CapacityShare::new(EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT);
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        offer(&mut share, start, 30);
+        assert_eq!(
+            share.path_share(start + second, PathId(1)),
+            PathShare::default(),
+            "30 of 50 Mbit/s"
+        );
+        let to_slow =
+            offer(&mut share, start + second, 45) + offer(&mut share, start + 2 * second, 45);
+        let now = start + 3 * second;
+        let slow = share.path_share(now, PathId(1));
+        assert_eq!(slow.floor_packets, to_slow as u64);
+        let floor = 0.75 * 20.0 / 70.0 * 45e6 / 8.0;
+        let rate = slow
+            .floor_rate_bytes_per_sec
+            .expect("sharing at 45 of 50 Mbit/s") as f64;
+        assert!(
+            (0.9 * floor..=1.1 * floor).contains(&rate),
+            "floor {rate:.0} B/s against {floor:.0}"
+        );
+        // No bulk packet for a window: the floors are no longer in force, the count stays.
+        assert_eq!(
+            share.path_share(now + SHARE_WINDOW, PathId(1)),
+            PathShare {
+                floor_packets: to_slow as u64,
+                floor_rate_bytes_per_sec: None
+            }
+        );
     }
 
     #[test]

@@ -262,12 +262,20 @@ fn a_flow_offering_what_the_fast_path_carries_still_spreads_by_capacity() {
         shared.sent_per_path
     );
     assert!(shared.throughput_mbit >= 0.97 * offered_mbit, "{shared}");
+    // The scheduler's own count says the floor, not the arrival order, put them there.
+    assert!(
+        shared.floor_packets_per_path[1] as f64 >= 0.9 * shared.sent_per_path[1] as f64,
+        "{:?} of {:?} placed by the floor",
+        shared.floor_packets_per_path,
+        shared.sent_per_path
+    );
     let alone = run_earliest_arrival_without_shares(&scenario);
     assert!(
         alone.path_share(1) < 0.02,
         "{alone} {:?}",
         alone.sent_per_path
     );
+    assert_eq!(alone.floor_packets_per_path, [0, 0]);
 }
 
 #[test]

@@ -337,6 +337,18 @@ const PATH_METRICS: &[Metric<PathReport>] = &[
         value: Value::Counter(|p| p.reinjected_away),
     },
     Metric {
+        name: "mptund_path_share_floor_packets",
+        help: "Bulk packets the capacity shares placed on the path rather than where they would arrive first (earliest-arrival); restarts when a reload changes the scheduler.",
+        unit: None,
+        value: Value::Counter(|p| p.share_floor_packets),
+    },
+    Metric {
+        name: "mptund_path_share_floor_rate_bytes_per_second",
+        help: "The path's floor while bulk traffic is shared by the paths' capacity, in bytes per second; absent while the traffic is too light to share.",
+        unit: None,
+        value: Value::Gauge(|p| p.share_floor_rate_bytes_per_s.map(|r| r as f64)),
+    },
+    Metric {
         name: "mptund_path_validations_started",
         help: "Validations of a new peer address started on the path (server).",
         unit: None,
@@ -499,6 +511,12 @@ const SESSION_METRICS: &[Metric<SessionReport>] = &[
         help: "Inner packets waiting for a free path now.",
         unit: None,
         value: Value::Gauge(|s| Some(s.send_queue_depth as f64)),
+    },
+    Metric {
+        name: "mptund_session_capacity_sharing",
+        help: "1 while the scheduler shares bulk traffic by the paths' capacity (earliest-arrival's capacity shares), 0 otherwise.",
+        unit: None,
+        value: Value::Gauge(|s| Some(f64::from(u8::from(s.capacity_sharing)))),
     },
     Metric {
         name: "mptund_session_age_seconds",

@@ -93,6 +93,29 @@ fn session_block(out: &mut String, session: &SessionReport, interfaces: &Interfa
         millis(Some(reorder.max_hold_seen_ms)),
         millis(Some(reorder.equalized_delay_ms)),
     );
+    let placed: Vec<String> = session
+        .paths
+        .iter()
+        .map(|path| match path.share_floor_rate_bytes_per_s {
+            Some(floor) => format!(
+                "{} {} (floor {})",
+                path.name,
+                path.share_floor_packets,
+                rate(Some(floor))
+            ),
+            None => format!("{} {}", path.name, path.share_floor_packets),
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "  capacity shares: {}, packets placed by the floors: {}",
+        if session.capacity_sharing {
+            "on"
+        } else {
+            "off"
+        },
+        placed.join(", "),
+    );
     path_rows(out, &session.paths, interfaces);
     for path in &session.paths {
         if path.validations_started == 0 && path.validating.is_none() {

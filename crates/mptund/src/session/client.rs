@@ -860,7 +860,14 @@ impl Core for ClientCore {
             None => self
                 .paths()
                 .iter()
-                .map(|path| super::PathReport::new(path, now, self.settings.session.path_timeout))
+                .map(|path| {
+                    super::PathReport::new(
+                        path,
+                        now,
+                        self.settings.session.path_timeout,
+                        mptund_sched::PathShare::default(),
+                    )
+                })
                 .collect(),
         };
         Report::new(

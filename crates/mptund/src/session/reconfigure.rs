@@ -35,6 +35,12 @@ impl Session {
         self.sender.scheduler.name()
     }
 
+    /// What the scheduler's capacity shares do on path `id` at `now`.
+    pub fn path_share(&self, now: Instant, id: PathId) -> mptund_sched::PathShare {
+        use mptund_sched::Scheduler as _;
+        self.sender.scheduler.path_share(now, id)
+    }
+
     /// Adds a path (its id must be new to this session); returns its index.
     pub fn add_path(&mut self, path: SessionPath) -> usize {
         debug_assert!(self.path_index(path.id).is_none(), "path id reused");

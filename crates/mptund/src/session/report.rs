@@ -28,6 +28,9 @@ pub struct SessionReport {
     pub age_ms: u64,
     /// The scheduler placing this session's packets now.
     pub scheduler: &'static str,
+    /// Whether the scheduler shares bulk traffic by the paths' capacity now (some
+    /// path has a floor).
+    pub capacity_sharing: bool,
     pub paths: Vec<PathReport>,
     pub reorder: ReorderReport,
     /// The reorder buffer's own statistics, for metrics (the JSON carries
@@ -115,6 +118,13 @@ pub struct PathReport {
     pub lost_packets: u64,
     /// Data datagrams of this path re-sent on another path.
     pub reinjected_away: u64,
+    /// Bulk packets the scheduler's capacity shares placed on this path rather than
+    /// where they would have arrived first (earliest-arrival); restarts when a reload
+    /// changes the scheduler.
+    pub share_floor_packets: u64,
+    /// The path's floor while the scheduler shares bulk traffic by capacity, in bytes
+    /// per second; none while the traffic is too light to share.
+    pub share_floor_rate_bytes_per_s: Option<u64>,
     /// Server: the new address being validated, if any.
     pub validating: Option<String>,
     /// Server: validations of a new address started and succeeded (the path moved).
@@ -123,7 +133,14 @@ pub struct PathReport {
 }
 
 impl PathReport {
-    pub fn new(path: &SessionPath, now: Instant, path_timeout: std::time::Duration) -> Self {
+    /// `share` is what the session's scheduler reports for the path
+    /// (`PathShare::default()` for a client's path while it has no session).
+    pub fn new(
+        path: &SessionPath,
+        now: Instant,
+        path_timeout: std::time::Duration,
+        share: mptund_sched::PathShare,
+    ) -> Self {
         let stats = path.stats(now);
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         Self {
@@ -158,6 +175,8 @@ impl PathReport {
             loss_rate: stats.loss_rate,
             lost_packets: stats.lost_packets,
             reinjected_away: path.reinjected_away,
+            share_floor_packets: share.floor_packets,
+            share_floor_rate_bytes_per_s: share.floor_rate_bytes_per_sec,
             validating: path
                 .validation
                 .as_ref()
@@ -172,6 +191,14 @@ impl PathReport {
 impl SessionReport {
     pub fn new(session: &Session, peer: &str, now: Instant) -> Self {
         let reorder = session.reorder_stats();
+        let paths: Vec<PathReport> = session
+            .paths
+            .iter()
+            .map(|path| {
+                let share = session.path_share(now, path.id);
+                PathReport::new(path, now, session.path_timeout(), share)
+            })
+            .collect();
         Self {
             peer: peer.to_owned(),
             local_id: session.local_id.0,
@@ -179,11 +206,10 @@ impl SessionReport {
             age_ms: now
                 .saturating_duration_since(session.established)
                 .as_millis() as u64,
-            paths: session
-                .paths
+            capacity_sharing: paths
                 .iter()
-                .map(|path| PathReport::new(path, now, session.path_timeout()))
-                .collect(),
+                .any(|path| path.share_floor_rate_bytes_per_s.is_some()),
+            paths,
             reorder: ReorderReport {
                 buffered: session.reorder_len(),
                 hold_ms: millis(session.reorder_hold()),

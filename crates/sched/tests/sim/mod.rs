@@ -247,6 +247,8 @@ pub struct Report {
     pub mean_hold: Duration,
     /// Packets each path carried, in path order (re-sent ones included).
     pub sent_per_path: Vec<u64>,
+    /// Of those, the packets the scheduler's capacity shares placed, as it reports them.
+    pub floor_packets_per_path: Vec<u64>,
 }
 
 impl Report {
@@ -438,6 +440,10 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
 
     let mut report = measure(scheduler.name(), &first_arrival, duplicates, scenario);
     report.sent_per_path = paths.iter().map(|path| path.sent).collect();
+    report.floor_packets_per_path = paths
+        .iter()
+        .map(|path| scheduler.path_share(epoch + now, path.id).floor_packets)
+        .collect();
     report
 }
 

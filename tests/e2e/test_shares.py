@@ -1,0 +1,44 @@
+"""Capacity shares end to end: one bulk upload over a fast uplink and a slower one on
+the emulated test bed. Once the traffic nears what the fast uplink carries, the
+client's earliest-arrival scheduler shares it by the uplinks' capacity: `mptund status`
+says so, and each uplink's floor follows its rate."""
+
+import time
+from pathlib import Path
+
+from mptund import SERVER_TUN_ADDR, DaemonPair
+from topology import Topology
+
+from test_ops import live
+from test_tunnel import assert_byte_exact, result, start_receiver, start_sender
+
+SCENARIO = Path(__file__).resolve().parent / "scenarios" / "fast-and-slow-uplinks.toml"
+RATES_MBIT = (30, 10)
+TRANSFER_BYTES = 30_000_000
+
+
+def test_a_bulk_upload_is_shared_by_the_uplinks_capacity():
+    with Topology(scenario=SCENARIO) as topo:
+        pair = DaemonPair(topo.testbed, topo.client, topo.server, topo.uplinks(),
+                          inner_ipv6=False, scheduler=None, congestion_controller=None)
+        pair.start()
+        receiver = start_receiver(topo.server, SERVER_TUN_ADDR, 5001)
+        sender = start_sender(topo.client, SERVER_TUN_ADDR, 5001, TRANSFER_BYTES, seed=17)
+        sharing = []
+        while sender.poll() is None:
+            sessions = live(pair, "client")["sessions"]
+            if sessions and sessions[0]["capacity_sharing"]:
+                sharing.append(sessions[0]["paths"])
+            time.sleep(0.2)
+        sent, received = result(sender), result(receiver)
+        pair.stop()
+    assert_byte_exact(sent, received, TRANSFER_BYTES)
+    # About 40 Mbit/s for 6 s: sharing from the first second on.
+    assert len(sharing) >= 10, f"sharing in {len(sharing)} status polls"
+    for paths in sharing:
+        fast, slow = (path["share_floor_rate_bytes_per_s"] for path in paths)
+        assert fast and slow, paths
+        # Floors in proportion to capacity (30:10), three quarters of the traffic.
+        assert 0.2 <= slow / fast <= 0.5, (slow, fast)
+        floors_mbit = (fast + slow) * 8 / 1e6
+        assert 0.5 * sum(RATES_MBIT) <= floors_mbit <= 0.8 * sum(RATES_MBIT), floors_mbit
