@@ -223,13 +223,16 @@ impl<C: Controller> PathProbe<C> {
         result.lost_packets = round.lost_packets;
         result.persistent_congestion = round.persistent_congestion;
 
-        let sample = self.rate.finish_sample(self.rtt.min());
         if let Some(sent_time) = newest_owd_sent {
             self.owd.on_sample(sent_time, ack.largest_owd_raw_us);
         }
+        let queue_standing = newest_owd_sent.is_some() && self.newest_waited_in_a_standing_queue();
+        let sample = self.rate.finish_sample(self.rtt.min(), queue_standing);
         let signals = AckSignals {
             delivery_rate: sample.map(|s| s.delivery_rate),
-            app_limited: sample.map_or(newest_acked_app_limited, |s| s.app_limited),
+            app_limited: sample.map_or(newest_acked_app_limited && !queue_standing, |s| {
+                s.app_limited
+            }),
             queuing_delay: self.owd.queuing_delay(),
         };
         for (first_pn, last_pn) in ack.ranges.iter() {
@@ -252,6 +255,20 @@ impl<C: Controller> PathProbe<C> {
 
         result.liveness_change = self.heard(now);
         result
+    }
+
+    /// Whether the newest acknowledged packet waited in a queue that stood at the
+    /// bottleneck: the controller found the last round's queue above its target, and
+    /// this packet's own queuing delay is above it too. Both, because the round's
+    /// verdict is one round old: a probe sent after the queue drained would otherwise
+    /// count, and its rate of a few kbit/s would become the path's.
+    fn newest_waited_in_a_standing_queue(&self) -> bool {
+        let own_delay_above_target = self
+            .owd
+            .latest_queuing_delay()
+            .zip(self.controller.queuing_delay_target())
+            .is_some_and(|(delay, target)| delay > target);
+        self.controller.queue_standing() && own_delay_above_target
     }
 
     /// Any authenticated datagram arrived on this path.

@@ -20,6 +20,8 @@ struct FixedWindow {
     acked_bytes: u64,
     last_signals: Option<AckSignals>,
     congestion_events: Vec<(Instant, bool, u64)>,
+    queuing_delay_target: Option<Duration>,
+    queue_standing: bool,
 }
 
 impl Controller for FixedWindow {
@@ -55,6 +57,12 @@ impl Controller for FixedWindow {
     }
     fn initial_window(&self) -> u64 {
         self.window
+    }
+    fn queuing_delay_target(&self) -> Option<Duration> {
+        self.queuing_delay_target
+    }
+    fn queue_standing(&self) -> bool {
+        self.queue_standing
     }
 }
 
@@ -468,4 +476,62 @@ fn heard_revives_a_suspect_path() {
         path.stats(t0 + ms(2100)).since_last_received,
         Some(Duration::ZERO)
     );
+}
+
+/// Ten application-limited packets, 1 ms apart, on a path whose controller says its
+/// queue stood above a 5 ms target last round; the first three are acknowledged
+/// without a queue, the rest with `newest_queuing_ms` of forward queuing delay.
+/// Returns the rate sample of the last acknowledgement and what the controller heard.
+fn app_limited_samples_behind_a_queue(
+    queue_standing: bool,
+    newest_queuing_ms: u32,
+) -> (RateSample, AckSignals) {
+    let t0 = Instant::now();
+    let mut path = PathProbe::new(
+        t0,
+        ProbeConfig {
+            max_datagram_size: DATAGRAM,
+            max_ack_delay: MAX_ACK_DELAY,
+            initial_rtt: INITIAL_RTT,
+        },
+        FixedWindow {
+            window: 100 * DATAGRAM,
+            queuing_delay_target: Some(ms(5)),
+            queue_standing,
+            ..Default::default()
+        },
+    );
+    for pn in 0..10u32 {
+        path.on_sent(t0 + ms(u64::from(pn)), pn, DATAGRAM, Some(pn), true);
+    }
+    let mut lost = Vec::new();
+    path.on_ack(t0 + ms(22), &ack_of(&[(0, 2)], ms(0), 20_000), &mut lost);
+    let queued_owd = 20_000 + newest_queuing_ms * 1000;
+    path.on_ack(
+        t0 + ms(40),
+        &ack_of(&[(0, 9)], ms(0), queued_owd),
+        &mut lost,
+    );
+    let sample = path.latest_rate_sample().unwrap();
+    (sample, path.controller().last_signals.unwrap())
+}
+
+/// A sample whose packet waited in a queue that stood at the bottleneck measured the
+/// bottleneck, though the sender had nothing more to send (see `RateEstimator::finish_sample`).
+#[test]
+fn a_sample_behind_a_standing_queue_is_not_app_limited() {
+    let (sample, signals) = app_limited_samples_behind_a_queue(true, 12);
+    assert!(!sample.app_limited, "{sample:?}");
+    assert!(!signals.app_limited);
+}
+
+/// The controller's verdict is a round old: a packet that found the queue drained
+/// (a probe after the traffic stopped) still only bounds the rate from below.
+#[test]
+fn a_sample_after_the_queue_drained_stays_app_limited() {
+    let (sample, signals) = app_limited_samples_behind_a_queue(true, 1);
+    assert!(sample.app_limited, "{sample:?}");
+    assert!(signals.app_limited);
+    let (sample, _) = app_limited_samples_behind_a_queue(false, 12);
+    assert!(sample.app_limited, "no standing queue: {sample:?}");
 }

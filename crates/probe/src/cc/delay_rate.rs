@@ -13,7 +13,10 @@
 //!   application-limited do not age the filter, as Linux BBR's windowed max only
 //!   expires on an accepted sample: an inner flow that pauses (a BBR flow's ProbeRTT,
 //!   200 ms every 10 s; a video stream between segments) must find the path's rate
-//!   where it left it, not the rate of its own pause.
+//!   where it left it, not the rate of its own pause. But a packet that waited in a
+//!   queue standing above target (`Controller::queue_standing`, and its own delay) was
+//!   limited by the bottleneck, not the sender, and its sample counts: without that, a
+//!   path that never fills its window keeps a token bucket's burst as its rate.
 //! - `min_rtt`: the smallest RTT sample of the last 10 s (BBR's RTprop filter). There is
 //!   no ProbeRTT state: the delay guard below keeps the queue short, so fresh samples
 //!   near the propagation delay keep coming.
@@ -644,6 +647,10 @@ impl Controller for DelayRate {
 
     fn queuing_delay_target(&self) -> Option<Duration> {
         Some(DelayRate::queuing_delay_target(self))
+    }
+
+    fn queue_standing(&self) -> bool {
+        self.guard_active
     }
 }
 

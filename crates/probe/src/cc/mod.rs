@@ -83,6 +83,12 @@ pub trait Controller {
     fn queuing_delay_target(&self) -> Option<Duration> {
         None
     }
+    /// The last round trip's queue stood above that target: the bottleneck had more
+    /// than it could forward, so what it delivered is its rate even while the sender
+    /// had nothing more to send (see [`crate::rate::RateEstimator::finish_sample`]).
+    fn queue_standing(&self) -> bool {
+        false
+    }
 }
 
 mod cubic;
@@ -208,6 +214,13 @@ impl Controller for AnyController {
         match self {
             Self::Cubic(inner) => inner.in_slow_start(),
             Self::DelayRate(inner) => inner.in_slow_start(),
+        }
+    }
+
+    fn queue_standing(&self) -> bool {
+        match self {
+            Self::Cubic(inner) => inner.queue_standing(),
+            Self::DelayRate(inner) => inner.queue_standing(),
         }
     }
 
