@@ -226,13 +226,17 @@ impl<C: Controller> PathProbe<C> {
         if let Some(sent_time) = newest_owd_sent {
             self.owd.on_sample(sent_time, ack.largest_owd_raw_us);
         }
+        let sample = self.rate.finish_sample(self.rtt.min());
+        // The sender had nothing more to send, but the bottleneck had: the sample
+        // measured the bottleneck, and the controller's rate filter may take it even
+        // below its estimate (and age). The path's own latest sample stays as it was:
+        // a single sample is all it keeps, and a probe's few bytes behind that queue
+        // made an uplink read 4 kbit/s, after which the scheduler never used it again.
         let queue_standing = newest_owd_sent.is_some() && self.newest_waited_in_a_standing_queue();
-        let sample = self.rate.finish_sample(self.rtt.min(), queue_standing);
         let signals = AckSignals {
             delivery_rate: sample.map(|s| s.delivery_rate),
-            app_limited: sample.map_or(newest_acked_app_limited && !queue_standing, |s| {
-                s.app_limited
-            }),
+            app_limited: sample.map_or(newest_acked_app_limited, |s| s.app_limited)
+                && !queue_standing,
             queuing_delay: self.owd.queuing_delay(),
         };
         for (first_pn, last_pn) in ack.ranges.iter() {
@@ -260,8 +264,7 @@ impl<C: Controller> PathProbe<C> {
     /// Whether the newest acknowledged packet waited in a queue that stood at the
     /// bottleneck: the controller found the last round's queue above its target, and
     /// this packet's own queuing delay is above it too. Both, because the round's
-    /// verdict is one round old: a probe sent after the queue drained would otherwise
-    /// count, and its rate of a few kbit/s would become the path's.
+    /// verdict is one round old.
     fn newest_waited_in_a_standing_queue(&self) -> bool {
         let own_delay_above_target = self
             .owd
@@ -406,11 +409,23 @@ impl<C: Controller> PathProbe<C> {
 
     /// Delivery rate estimate in bytes per second.
     pub fn delivery_rate(&self) -> Option<u64> {
-        self.rate.latest().map(|sample| sample.delivery_rate)
+        self.latest_rate_sample().map(|sample| sample.delivery_rate)
     }
 
+    /// The latest rate sample kept, an application-limited one capped at the
+    /// controller's bottleneck estimate. Such a sample only bounds the rate from below,
+    /// and one above the estimate is a burst the estimate has since aged out: after a
+    /// lull a token bucket passes its burst at line rate, and on 20 Mbit/s tbf uplinks
+    /// with a 0.1 ms RTT the sample read 1.4-2 Gbit/s. A path that never fills its
+    /// window takes no sample that is not application-limited, so it kept that rate.
     pub fn latest_rate_sample(&self) -> Option<RateSample> {
-        self.rate.latest()
+        let mut sample = self.rate.latest()?;
+        if sample.app_limited {
+            if let Some(bottleneck) = self.controller.bottleneck_rate() {
+                sample.delivery_rate = sample.delivery_rate.min(bottleneck);
+            }
+        }
+        Some(sample)
     }
 
     /// Smoothed forward queuing delay.

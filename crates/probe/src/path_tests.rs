@@ -22,6 +22,7 @@ struct FixedWindow {
     congestion_events: Vec<(Instant, bool, u64)>,
     queuing_delay_target: Option<Duration>,
     queue_standing: bool,
+    bottleneck_rate: Option<u64>,
 }
 
 impl Controller for FixedWindow {
@@ -63,6 +64,9 @@ impl Controller for FixedWindow {
     }
     fn queue_standing(&self) -> bool {
         self.queue_standing
+    }
+    fn bottleneck_rate(&self) -> Option<u64> {
+        self.bottleneck_rate
     }
 }
 
@@ -479,13 +483,14 @@ fn heard_revives_a_suspect_path() {
 }
 
 /// Ten application-limited packets, 1 ms apart, on a path whose controller says its
-/// queue stood above a 5 ms target last round; the first three are acknowledged
-/// without a queue, the rest with `newest_queuing_ms` of forward queuing delay.
-/// Returns the rate sample of the last acknowledgement and what the controller heard.
-fn app_limited_samples_behind_a_queue(
+/// queue stood above a 5 ms target last round (or not) and estimates the bottleneck at
+/// `bottleneck_rate`; the first three are acknowledged without a queue, the rest with
+/// `newest_queuing_ms` of forward queuing delay.
+fn app_limited_packets_behind_a_queue(
     queue_standing: bool,
     newest_queuing_ms: u32,
-) -> (RateSample, AckSignals) {
+    bottleneck_rate: Option<u64>,
+) -> PathProbe<FixedWindow> {
     let t0 = Instant::now();
     let mut path = PathProbe::new(
         t0,
@@ -498,6 +503,7 @@ fn app_limited_samples_behind_a_queue(
             window: 100 * DATAGRAM,
             queuing_delay_target: Some(ms(5)),
             queue_standing,
+            bottleneck_rate,
             ..Default::default()
         },
     );
@@ -512,26 +518,45 @@ fn app_limited_samples_behind_a_queue(
         &ack_of(&[(0, 9)], ms(0), queued_owd),
         &mut lost,
     );
-    let sample = path.latest_rate_sample().unwrap();
-    (sample, path.controller().last_signals.unwrap())
+    path
 }
 
 /// A sample whose packet waited in a queue that stood at the bottleneck measured the
-/// bottleneck, though the sender had nothing more to send (see `RateEstimator::finish_sample`).
+/// bottleneck, though the sender had nothing more to send: the controller hears it as
+/// such. The path's own kept sample stays application-limited (see `on_ack`).
 #[test]
-fn a_sample_behind_a_standing_queue_is_not_app_limited() {
-    let (sample, signals) = app_limited_samples_behind_a_queue(true, 12);
-    assert!(!sample.app_limited, "{sample:?}");
-    assert!(!signals.app_limited);
+fn a_sample_behind_a_standing_queue_reaches_the_controller_as_network_limited() {
+    let path = app_limited_packets_behind_a_queue(true, 12, None);
+    assert!(!path.controller().last_signals.unwrap().app_limited);
+    assert!(path.latest_rate_sample().unwrap().app_limited);
 }
 
-/// The controller's verdict is a round old: a packet that found the queue drained
-/// (a probe after the traffic stopped) still only bounds the rate from below.
+/// The controller's verdict is a round old: a packet that found the queue drained (a
+/// probe after the traffic stopped) still only bounds the rate from below.
 #[test]
 fn a_sample_after_the_queue_drained_stays_app_limited() {
-    let (sample, signals) = app_limited_samples_behind_a_queue(true, 1);
-    assert!(sample.app_limited, "{sample:?}");
-    assert!(signals.app_limited);
-    let (sample, _) = app_limited_samples_behind_a_queue(false, 12);
-    assert!(sample.app_limited, "no standing queue: {sample:?}");
+    let path = app_limited_packets_behind_a_queue(true, 1, None);
+    assert!(path.controller().last_signals.unwrap().app_limited);
+    let path = app_limited_packets_behind_a_queue(false, 12, None);
+    assert!(
+        path.controller().last_signals.unwrap().app_limited,
+        "no standing queue"
+    );
+}
+
+/// An application-limited sample above the controller's bottleneck estimate reads as
+/// that estimate; one below it is kept as it is.
+#[test]
+fn an_app_limited_sample_is_capped_at_the_bottleneck_estimate() {
+    let uncapped = app_limited_packets_behind_a_queue(false, 0, None)
+        .delivery_rate()
+        .unwrap();
+    let path = app_limited_packets_behind_a_queue(false, 0, Some(uncapped / 4));
+    assert_eq!(path.delivery_rate(), Some(uncapped / 4));
+    assert_eq!(
+        path.latest_rate_sample().unwrap().delivery_rate,
+        uncapped / 4
+    );
+    let path = app_limited_packets_behind_a_queue(false, 0, Some(uncapped * 4));
+    assert_eq!(path.delivery_rate(), Some(uncapped));
 }

@@ -120,19 +120,7 @@ impl RateEstimator {
     /// acknowledgement. `None` when nothing was delivered, or when the interval is
     /// shorter than `min_rtt` (acknowledgement compression makes such samples
     /// unreliable, as the draft says).
-    ///
-    /// `queue_standing`: the newest acknowledged packet waited in a queue that stood at
-    /// the bottleneck (`PathProbe` judges it). The sample then measured the bottleneck,
-    /// not the sender, and is not application-limited whatever the sender had to send.
-    /// Without this, a path that never fills its window keeps its highest sample for
-    /// good: a token bucket's burst after a lull, measured at 1.4 Gbit/s on a 20 Mbit/s
-    /// tbf shaper with a 0.1 ms RTT, stayed the path's rate while its queue stood at
-    /// 6 ms.
-    pub fn finish_sample(
-        &mut self,
-        min_rtt: Option<Duration>,
-        queue_standing: bool,
-    ) -> Option<RateSample> {
+    pub fn finish_sample(&mut self, min_rtt: Option<Duration>) -> Option<RateSample> {
         if self.app_limited_until != 0 && self.delivered > self.app_limited_until {
             self.app_limited_until = 0;
         }
@@ -147,7 +135,7 @@ impl RateEstimator {
             delivery_rate: u64::try_from(rate).unwrap_or(u64::MAX),
             interval,
             delivered,
-            app_limited: pending.app_limited && !queue_standing,
+            app_limited: pending.app_limited,
         };
         // An application-limited sample only counts when it shows more than the
         // current estimate (the rule BBR applies to its bandwidth filter,

@@ -14,8 +14,6 @@ struct Schedule {
     in_flight: Vec<SentPacket>,
     /// Sample produced by the acknowledgement of each packet number.
     samples: Vec<(u32, Option<RateSample>)>,
-    /// What the path's controller says of its queue when a sample is finished.
-    queue_standing: bool,
 }
 
 impl Schedule {
@@ -25,7 +23,6 @@ impl Schedule {
             rate: RateEstimator::new(),
             in_flight: Vec::new(),
             samples: Vec::new(),
-            queue_standing: false,
         }
     }
 
@@ -60,7 +57,7 @@ impl Schedule {
             let packet = self.in_flight.remove(0);
             self.rate
                 .on_packet_acked(now, u64::from(packet.pn), &packet);
-            let sample = self.rate.finish_sample(Some(min_rtt), self.queue_standing);
+            let sample = self.rate.finish_sample(Some(min_rtt));
             self.samples.push((packet.pn, sample));
         }
     }
@@ -161,29 +158,4 @@ fn app_limited_samples_do_not_lower_the_estimate() {
     assert!(last.app_limited);
     assert!(last.delivery_rate < 1_000_000, "{last:?}");
     assert_eq!(schedule.rate.latest().unwrap().delivery_rate, 1_000_000);
-}
-
-/// The same application-limited packets, while the controller sees a standing queue:
-/// the bottleneck, not the sender, set their rate, so they lower the estimate.
-#[test]
-fn samples_under_a_standing_queue_count_although_app_limited() {
-    let mut schedule = Schedule::new();
-    for at in 0..150 {
-        schedule.acks_due(at, ms(50));
-        if at < 100 {
-            schedule.send(at, at as u32, false);
-        }
-    }
-    schedule.queue_standing = true;
-    for at in 150..400 {
-        schedule.acks_due(at, ms(50));
-        if at % 10 == 0 {
-            schedule.send(at, 100 + (at as u32 - 150) / 10, true);
-        }
-    }
-    let last = schedule.samples.last().unwrap().1.unwrap();
-    assert!(!last.app_limited, "{last:?}");
-    assert_eq!(schedule.rate.latest(), Some(last));
-    // One packet every 10 ms.
-    assert_eq!(last.delivery_rate, 100_000);
 }

@@ -85,7 +85,7 @@ pub trait Controller {
     }
     /// The last round trip's queue stood above that target: the bottleneck had more
     /// than it could forward, so what it delivered is its rate even while the sender
-    /// had nothing more to send (see [`crate::rate::RateEstimator::finish_sample`]).
+    /// had nothing more to send (see [`crate::PathProbe::on_ack`]).
     fn queue_standing(&self) -> bool {
         false
     }
