@@ -69,7 +69,8 @@ def test_token_bucket_bursts_are_not_taken_for_the_uplinks_rate():
     were never window-limited, so every later sample was application-limited, none
     could lower the estimate, and it stayed: shares never engaged (75 % of 2 Gbit/s
     is never reached) and the pacing rate sat at hundreds of Mbit/s. The queue that
-    stands at the bucket meanwhile shows the uplinks full, and such samples count."""
+    stands at the bucket meanwhile shows the uplinks full: such samples age the
+    controller's estimate, which then caps the path's (see `PathProbe::on_ack`)."""
     transfer_bytes = 40_000_000
     with Testbed() as bed:
         client, server, uplinks = direct_topology(bed, 3)
