@@ -81,28 +81,30 @@ def test_token_bucket_bursts_are_not_taken_for_the_uplinks_rate():
         receiver = start_receiver(pair.server_ns, SERVER_TUN_ADDR, 5001)
         sender = start_sender(pair.client_ns, SERVER_TUN_ADDR, 5001, transfer_bytes,
                               seed=19)
-        polls = []  # (seconds since the start, the client session's paths)
-        started = time.monotonic()
+        polls = []  # the client session, every 0.2 s
         while sender.poll() is None:
             sessions = live(pair, "client")["sessions"]
             if sessions:
-                polls.append((time.monotonic() - started, sessions[0]))
+                polls.append(sessions[0])
             time.sleep(0.2)
         sent, received = result(sender), result(receiver)
         pair.stop()
     assert_byte_exact(sent, received, transfer_bytes)
-    # About 6 s at 3 x 20 Mbit/s; the first second is the start.
-    loaded = [session for since, session in polls if since >= 1.0]
-    assert len(loaded) >= 10, f"{len(loaded)} polls under load"
+    # About 6 s at 3 x 20 Mbit/s. The start may stay muddled for a few seconds: while
+    # the inner slow start fills the buckets' 50 ms queues, bursts raise the estimates
+    # even in window-limited rounds (one run in about thirty, until 4 s). Before the fix
+    # they stayed high for the whole transfer; the second half of it is judged.
+    settled = polls[len(polls) // 2:]
+    assert len(settled) >= 10, f"{len(settled)} polls in the second half"
     for index, name in enumerate(uplinks):
-        rates = [session["paths"][index]["delivery_rate_mbit"] for session in loaded]
+        rates = [session["paths"][index]["delivery_rate_mbit"] for session in settled]
         pacing = [session["paths"][index]["pacing_rate_bytes_per_s"] * 8 / 1e6
-                  for session in loaded]
+                  for session in settled]
         # A burst still reads high right after a lull, until the queue stands again.
         assert 10 <= statistics.median(rates) <= 30, (name, rates)
         assert statistics.median(pacing) <= 60, (name, pacing)
     # A burst after a lull (the inner flow's own loss recovery) still raises a path's
-    # estimate until ten round trips of standing queue age it out: in four runs, 3 to
-    # 7 of 17 to 25 polls did not share. Before the fix, none shared.
-    sharing = sum(session["capacity_sharing"] for session in loaded)
-    assert sharing >= len(loaded) / 2, f"sharing in {sharing} of {len(loaded)} polls"
+    # estimate until ten round trips of standing queue age it out. Before the fix,
+    # shares were on in none of the polls after the first second in two runs of six.
+    sharing = sum(session["capacity_sharing"] for session in settled)
+    assert sharing >= len(settled) / 2, f"sharing in {sharing} of {len(settled)} polls"
