@@ -74,19 +74,22 @@ const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 const DATAGRAM: u64 = 1200;
 
 fn probe(t0: Instant) -> PathProbe<FixedWindow> {
-    let config = ProbeConfig {
-        max_datagram_size: DATAGRAM,
-        max_ack_delay: MAX_ACK_DELAY,
-        initial_rtt: INITIAL_RTT,
-    };
-    PathProbe::new(
+    probe_with(
         t0,
-        config,
         FixedWindow {
             window: 100 * DATAGRAM,
             ..Default::default()
         },
     )
+}
+
+fn probe_with(t0: Instant, controller: FixedWindow) -> PathProbe<FixedWindow> {
+    let config = ProbeConfig {
+        max_datagram_size: DATAGRAM,
+        max_ack_delay: MAX_ACK_DELAY,
+        initial_rtt: INITIAL_RTT,
+    };
+    PathProbe::new(t0, config, controller)
 }
 
 /// An acknowledgement of `ranges` (newest first).
@@ -492,13 +495,8 @@ fn app_limited_packets_behind_a_queue(
     bottleneck_rate: Option<u64>,
 ) -> PathProbe<FixedWindow> {
     let t0 = Instant::now();
-    let mut path = PathProbe::new(
+    let mut path = probe_with(
         t0,
-        ProbeConfig {
-            max_datagram_size: DATAGRAM,
-            max_ack_delay: MAX_ACK_DELAY,
-            initial_rtt: INITIAL_RTT,
-        },
         FixedWindow {
             window: 100 * DATAGRAM,
             queuing_delay_target: Some(ms(5)),
