@@ -68,9 +68,12 @@ pub const DEFAULT_EQUALIZE_PERCENT: u8 = 50;
 /// paths holds about 15 ms at 1 Gbit/s; the sojourn limit, not this, bounds delay.
 pub const DEFAULT_QUEUE_CAPACITY_PACKETS: usize = 1024;
 /// Default `congestion.queue_max_delay_ms`: the hard limit behind CoDel, for a
-/// flood CoDel's gentle drops cannot slow down (an inner flow that ignores loss);
-/// a few worst-case cellular RTTs.
-pub const DEFAULT_QUEUE_MAX_DELAY: Duration = Duration::from_millis(250);
+/// flood CoDel's gentle drops cannot slow down (an inner flow that ignores loss, or
+/// any flow while CoDel waits out a capacity fall). A packet dropped here costs the
+/// receiving application this long and an inner round trip more, because the inner
+/// retransmission waits behind the same queue: at 250 ms, an inner BBR's holes while
+/// a path was down cost it 305-338 ms (`benches/failover/REPORT.md`).
+pub const DEFAULT_QUEUE_MAX_DELAY: Duration = Duration::from_millis(150);
 /// Default `congestion.queue_target_delay_ms`: above RFC 8289's 5 ms. The
 /// controller keeps the paths' queues short, so this queue is the inner flow's
 /// only buffer, and one loss-based flow needs about 0.4 of its BDP of buffer to
