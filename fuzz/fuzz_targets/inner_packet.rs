@@ -1,10 +1,12 @@
 //! Inner-packet inspection (addresses and length, used to route and to check a
-//! peer's allowed addresses) and classification (latency-critical or bulk).
+//! peer's allowed addresses), classification (latency-critical or bulk) and the
+//! send queue's retransmission tracking.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mptund::session::classify::classify;
 use mptund::session::inner::{inspect, InnerError};
+use mptund::session::tcp_flows::{tcp_segment, TcpFlows};
 
 fuzz_target!(|packet: &[u8]| {
     match inspect(packet) {
@@ -20,4 +22,10 @@ fuzz_target!(|packet: &[u8]| {
         Err(InnerError::BadLength { .. }) => {}
     }
     let _ = classify(packet);
+    // The first sight of a segment is new data; the same segment again is a
+    // retransmission exactly when it occupies sequence space.
+    let mut flows = TcpFlows::default();
+    assert!(!flows.is_retransmission(packet));
+    let occupies_sequence_space = tcp_segment(packet).is_some_and(|segment| segment.seq_len > 0);
+    assert_eq!(flows.is_retransmission(packet), occupies_sequence_space);
 });

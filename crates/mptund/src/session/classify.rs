@@ -15,7 +15,7 @@
 
 use mptund_sched::PacketClass;
 
-const PROTOCOL_TCP: u8 = 6;
+pub(super) const PROTOCOL_TCP: u8 = 6;
 const PROTOCOL_UDP: u8 = 17;
 const DNS_PORT: u16 = 53;
 const TCP_SYN: u8 = 0x02;
@@ -40,7 +40,7 @@ pub fn classify(packet: &[u8]) -> PacketClass {
 }
 
 /// The transport protocol and the transport header plus payload.
-fn transport_of(packet: &[u8]) -> Option<(u8, &[u8])> {
+pub(super) fn transport_of(packet: &[u8]) -> Option<(u8, &[u8])> {
     let first = *packet.first()?;
     match first >> 4 {
         4 => {

@@ -37,6 +37,7 @@ mod report;
 mod resend;
 mod send;
 mod server;
+pub mod tcp_flows;
 pub mod testing;
 #[cfg(test)]
 mod tests;

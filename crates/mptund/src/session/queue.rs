@@ -1,7 +1,9 @@
 //! The queues in front of the paths. When every path's window is full, inner packets
 //! wait in the send queue, kept short by CoDel (RFC 8289) so the inner TCP learns the
 //! tunnel's capacity; packets lost to congestion wait first in line in the resend
-//! queue (see `resend.rs`), and both go out as windows open.
+//! queue (see `resend.rs`), and both go out as windows open. An inner TCP
+//! retransmission in the send queue is never dropped (see `tcp_flows.rs`): the
+//! receiving application is already waiting for it.
 
 // Datagrams are built here in pool buffers whose headroom and tailroom fit every
 // header, and paths are indexed by positions the session itself found: no byte
@@ -15,6 +17,7 @@ use mptund_sched::{repair_route, RepairRoute};
 
 use super::codel::{CoDel, CoDelConfig};
 use super::send::{Placement, Route};
+use super::tcp_flows::TcpFlows;
 use super::Session;
 use crate::buffers::{BufferPool, Packet};
 use crate::counters::{DropCounters, DropReason};
@@ -39,8 +42,18 @@ pub struct SendQueueConfig {
 /// receiving application an inner RTT without a byte. The sojourn limit still holds.
 pub(super) const CAPACITY_FALL_GRACE: Duration = Duration::from_secs(2);
 
+/// An inner packet waiting in the send queue.
+pub(super) struct Queued {
+    queued_at: Instant,
+    packet: Packet,
+    /// An inner TCP retransmission: neither CoDel nor the sojourn limit drops it.
+    retransmission: bool,
+}
+
 pub(super) struct SendQueue {
-    pub(super) packets: VecDeque<(Instant, Packet)>,
+    pub(super) packets: VecDeque<Queued>,
+    /// Tells an inner retransmission from new data.
+    pub(super) tcp_flows: TcpFlows,
     codel: Option<CoDel>,
     /// When a path carrying data last fell silent (see `CAPACITY_FALL_GRACE`).
     capacity_fell_at: Option<Instant>,
@@ -53,6 +66,7 @@ impl SendQueue {
     pub fn new(config: SendQueueConfig) -> Self {
         Self {
             packets: VecDeque::new(),
+            tcp_flows: TcpFlows::default(),
             codel: None,
             capacity_fell_at: None,
             bytes: 0,
@@ -61,26 +75,26 @@ impl SendQueue {
     }
 
     pub fn recycle_all(&mut self, pool: &mut BufferPool) {
-        for (_, packet) in self.packets.drain(..) {
-            pool.recycle(packet);
+        for queued in self.packets.drain(..) {
+            pool.recycle(queued.packet);
         }
         self.bytes = 0;
     }
 
-    fn push_back(&mut self, queued_at: Instant, packet: Packet) {
-        self.bytes += packet.len() as u64;
-        self.packets.push_back((queued_at, packet));
+    fn push_back(&mut self, queued: Queued) {
+        self.bytes += queued.packet.len() as u64;
+        self.packets.push_back(queued);
     }
 
-    fn push_front(&mut self, queued_at: Instant, packet: Packet) {
-        self.bytes += packet.len() as u64;
-        self.packets.push_front((queued_at, packet));
+    fn push_front(&mut self, queued: Queued) {
+        self.bytes += queued.packet.len() as u64;
+        self.packets.push_front(queued);
     }
 
-    fn pop_front(&mut self) -> Option<(Instant, Packet)> {
-        let (queued_at, packet) = self.packets.pop_front()?;
-        self.bytes -= packet.len() as u64;
-        Some((queued_at, packet))
+    fn pop_front(&mut self) -> Option<Queued> {
+        let queued = self.packets.pop_front()?;
+        self.bytes -= queued.packet.len() as u64;
+        Some(queued)
     }
 
     /// A path that carried data fell silent or went away: the paths can carry less
@@ -107,8 +121,9 @@ impl SendQueue {
     /// of this one, in order.
     pub fn take_packets_from(&mut self, mut other: SendQueue) {
         self.capacity_fell_at = other.capacity_fell_at;
-        while let Some((queued_at, packet)) = other.pop_front() {
-            self.push_back(queued_at, packet);
+        std::mem::swap(&mut self.tcp_flows, &mut other.tcp_flows);
+        while let Some(queued) = other.pop_front() {
+            self.push_back(queued);
         }
     }
 }
@@ -118,6 +133,7 @@ impl Session {
         &mut self,
         now: Instant,
         packet: Packet,
+        retransmission: bool,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
     ) {
@@ -130,7 +146,11 @@ impl Session {
             );
         }
         self.counters.queued += 1;
-        self.sender.send_queue.push_back(now, packet);
+        self.sender.send_queue.push_back(Queued {
+            queued_at: now,
+            packet,
+            retransmission,
+        });
     }
 
     /// Sends queued packets while paths have room; drops those that waited too long.
@@ -148,10 +168,13 @@ impl Session {
         let settling = self.sender.send_queue.settling_after_capacity_fall(now);
         let config = self.sender.send_queue.config;
         let path_timeout = self.settings.path_timeout;
-        while let Some((queued_at, _)) = self.sender.send_queue.packets.front() {
-            let sojourn = now.saturating_duration_since(*queued_at);
+        while let Some(head) = self.sender.send_queue.packets.front() {
+            let sojourn = now.saturating_duration_since(head.queued_at);
             let queued = self.sender.send_queue.packets.len();
-            let over_limit = sojourn >= config.max_sojourn;
+            // Dropping a retransmission would cost the application a second queue
+            // and round trip; it goes when a path has room, however long it waited.
+            let retransmission = head.retransmission;
+            let over_limit = !retransmission && sojourn >= config.max_sojourn;
             // While a path is still in slow start with its window full, the queue is
             // its ramp-up, not the tunnel's capacity: a drop now would make the inner
             // flow leave its own slow start at a fraction of what the paths can carry.
@@ -168,9 +191,10 @@ impl Session {
             if hold_drops {
                 codel.forget_standing_queue();
             }
-            if over_limit || (!hold_drops && codel.should_drop(now, sojourn, queued)) {
-                if let Some((_, packet)) = self.sender.send_queue.pop_front() {
-                    pool.recycle(packet);
+            let aqm_drop = !hold_drops && !retransmission && codel.should_drop(now, sojourn, queued);
+            if over_limit || aqm_drop {
+                if let Some(dropped) = self.sender.send_queue.pop_front() {
+                    pool.recycle(dropped.packet);
                 }
                 let (reason, detail) = if over_limit {
                     (
@@ -186,14 +210,16 @@ impl Session {
                 drops.record(now, reason, &detail);
                 continue;
             }
-            let Some((queued_at, packet)) = self.sender.send_queue.pop_front() else {
+            let Some(queued) = self.sender.send_queue.pop_front() else {
                 break;
             };
             let seq = self.sender.next_seq;
-            match self.place(now, packet, seq, route, pool, out) {
+            match self.place(now, queued.packet, seq, route, pool, out) {
                 Placement::Sent => self.sender.next_seq = seq.next(),
                 Placement::Held(packet) => {
-                    self.sender.send_queue.push_front(queued_at, packet);
+                    self.sender
+                        .send_queue
+                        .push_front(Queued { packet, ..queued });
                     break;
                 }
             }
@@ -269,7 +295,9 @@ impl Session {
             .send_queue
             .packets
             .front()
-            .map(|(queued_at, _)| *queued_at + self.sender.send_queue.config.max_sojourn);
+            // A retransmission at the head waits for a window however long it takes.
+            .filter(|queued| !queued.retransmission)
+            .map(|queued| queued.queued_at + self.sender.send_queue.config.max_sojourn);
         let expiry = match (resend_expiry, send_expiry) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b)?,

@@ -72,15 +72,21 @@ impl Session {
         drops: &mut DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
+        // Every packet is recorded, so that a later copy of it is known for one.
+        let retransmission = self
+            .sender
+            .send_queue
+            .tcp_flows
+            .is_retransmission(packet.bytes());
         if self.sender.send_queue.packets.is_empty() && self.sender.resend_queue.packets.is_empty()
         {
             let seq = self.sender.next_seq;
             match self.place(now, packet, seq, Route::New, pool, out) {
                 Placement::Sent => self.sender.next_seq = seq.next(),
-                Placement::Held(packet) => self.enqueue(now, packet, pool, drops),
+                Placement::Held(packet) => self.enqueue(now, packet, retransmission, pool, drops),
             }
         } else {
-            self.enqueue(now, packet, pool, drops);
+            self.enqueue(now, packet, retransmission, pool, drops);
             self.drain_send_queue(now, pool, drops, out);
         }
     }

@@ -19,6 +19,7 @@ mod cookies;
 mod keys;
 mod many_sessions;
 mod migration;
+mod retransmissions;
 
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
 const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);

@@ -1,0 +1,77 @@
+//! Inner TCP retransmissions in the send queue: the sojourn limit does not drop them,
+//! and they keep their place in line.
+
+use super::*;
+
+/// An IPv4 TCP segment from the server's inner address to the client's, carrying
+/// `SEGMENT` bytes from sequence number `seq`.
+fn tcp_segment(seq: u32) -> Vec<u8> {
+    let total = 20 + 20 + SEGMENT as usize;
+    let mut packet = vec![0u8; total];
+    packet[0] = 0x45;
+    packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    packet[6] = 0x40;
+    packet[9] = 6;
+    packet[12..16].copy_from_slice(&SERVER_INNER.octets());
+    packet[16..20].copy_from_slice(&CLIENT_INNER.octets());
+    packet[20..22].copy_from_slice(&5201u16.to_be_bytes());
+    packet[22..24].copy_from_slice(&40000u16.to_be_bytes());
+    packet[24..28].copy_from_slice(&seq.to_be_bytes());
+    packet[32] = 5 << 4;
+    packet[33] = 0x10;
+    packet
+}
+
+fn seq_of(packet: &[u8]) -> u32 {
+    u32::from_be_bytes(packet[24..28].try_into().unwrap())
+}
+
+const SEGMENT: u32 = 1000;
+
+impl Net {
+    fn server_sends_segment(&mut self, seq: u32) {
+        let bytes = tcp_segment(seq);
+        let mut packet = self.server.pool().take();
+        packet.buffer_mut()[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(&bytes);
+        packet.set_range(HEADROOM, HEADROOM + bytes.len());
+        self.server
+            .handle_tun_packet(self.now, packet, &mut self.out);
+        self.transmit(false);
+    }
+}
+
+/// One 20 ms path whose send queue drops what waited 30 ms; CoDel stays out of it.
+fn one_path() -> Net {
+    let mut session =
+        super::super::testing::session_settings("earliest-arrival", Duration::from_millis(200), MTU);
+    session.send_queue.max_sojourn = Duration::from_millis(30);
+    session.send_queue.codel.target = Duration::from_secs(5);
+    let mut net = Net::established_with(&[20], session);
+    net.run_for(Duration::from_secs(1));
+    net
+}
+
+/// Sends segments 0..60 at once, then segment 5 again: it waits behind the queued bulk.
+fn burst_then_retransmission(net: &mut Net) {
+    for index in 0..60 {
+        net.server_sends_segment(index * SEGMENT);
+    }
+    net.server_sends_segment(5 * SEGMENT);
+    net.run_for(Duration::from_secs(2));
+}
+
+#[test]
+fn the_sojourn_limit_spares_a_retransmission_and_it_keeps_its_place() {
+    let mut net = one_path();
+    burst_then_retransmission(&mut net);
+    let sojourn_drops = net.server.drops().get(DropReason::SendQueueSojourn);
+    assert!(sojourn_drops > 0, "bulk that waited as long was dropped");
+    let seqs: Vec<u32> = net.client_received.iter().map(|p| seq_of(p)).collect();
+    assert_eq!(
+        seqs.iter().filter(|&&seq| seq == 5 * SEGMENT).count(),
+        2,
+        "the retransmission arrived: {seqs:?}"
+    );
+    assert_eq!(seqs.last(), Some(&(5 * SEGMENT)), "after all the bulk queued before it");
+    assert_eq!(seqs.len() as u64 + sojourn_drops, 61);
+}
