@@ -191,7 +191,8 @@ impl Session {
             if hold_drops {
                 codel.forget_standing_queue();
             }
-            let aqm_drop = !hold_drops && !retransmission && codel.should_drop(now, sojourn, queued);
+            let aqm_drop =
+                !hold_drops && !retransmission && codel.should_drop(now, sojourn, queued);
             if over_limit || aqm_drop {
                 if let Some(dropped) = self.sender.send_queue.pop_front() {
                     pool.recycle(dropped.packet);

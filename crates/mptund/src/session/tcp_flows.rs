@@ -68,13 +68,16 @@ pub fn tcp_segment(packet: &[u8]) -> Option<TcpSegment> {
     if header_len < TCP_MIN_HEADER_LEN || header_len > segment.len() {
         return None;
     }
-    let port = |at: usize| Some(u16::from_be_bytes([*segment.get(at)?, *segment.get(at + 1)?]));
+    let port = |at: usize| {
+        Some(u16::from_be_bytes([
+            *segment.get(at)?,
+            *segment.get(at + 1)?,
+        ]))
+    };
     let seq = u32::from_be_bytes(segment.get(4..8)?.try_into().ok()?);
     let flags = *segment.get(13)?;
     let payload_len = u32::try_from(segment.len() - header_len).ok()?;
-    let seq_len = payload_len
-        + u32::from(flags & TCP_SYN != 0)
-        + u32::from(flags & TCP_FIN != 0);
+    let seq_len = payload_len + u32::from(flags & TCP_SYN != 0) + u32::from(flags & TCP_FIN != 0);
     Some(TcpSegment {
         flow: TcpFlow {
             source,
@@ -92,12 +95,18 @@ fn addresses(packet: &[u8]) -> Option<(IpAddr, IpAddr)> {
         4 => {
             let source: [u8; 4] = packet.get(12..16)?.try_into().ok()?;
             let destination: [u8; 4] = packet.get(16..20)?.try_into().ok()?;
-            Some((Ipv4Addr::from(source).into(), Ipv4Addr::from(destination).into()))
+            Some((
+                Ipv4Addr::from(source).into(),
+                Ipv4Addr::from(destination).into(),
+            ))
         }
         6 => {
             let source: [u8; 16] = packet.get(8..24)?.try_into().ok()?;
             let destination: [u8; 16] = packet.get(24..40)?.try_into().ok()?;
-            Some((Ipv6Addr::from(source).into(), Ipv6Addr::from(destination).into()))
+            Some((
+                Ipv6Addr::from(source).into(),
+                Ipv6Addr::from(destination).into(),
+            ))
         }
         _ => None,
     }
@@ -235,7 +244,11 @@ mod tests {
         assert_eq!(tcp_segment(&udp), None);
         let mut short_offset = segment_v4(40000, 0, ACK, 100);
         short_offset[32] = 4 << 4;
-        assert_eq!(tcp_segment(&short_offset), None, "data offset below 5 words");
+        assert_eq!(
+            tcp_segment(&short_offset),
+            None,
+            "data offset below 5 words"
+        );
         let mut long_offset = segment_v4(40000, 0, ACK, 0);
         long_offset[32] = 15 << 4;
         assert_eq!(tcp_segment(&long_offset), None, "header past the packet");

@@ -311,9 +311,13 @@ impl Net {
     }
 
     fn server_sends_to(&mut self, tag: u32, destination: Ipv4Addr, payload: usize) {
-        let bytes = inner_packet(SERVER_INNER, destination, tag, payload);
+        self.server_sends_inner(&inner_packet(SERVER_INNER, destination, tag, payload));
+    }
+
+    /// The server's TUN hands it the inner IP packet `bytes`.
+    fn server_sends_inner(&mut self, bytes: &[u8]) {
         let mut packet = self.server.pool().take();
-        packet.buffer_mut()[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(&bytes);
+        packet.buffer_mut()[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(bytes);
         packet.set_range(HEADROOM, HEADROOM + bytes.len());
         self.server
             .handle_tun_packet(self.now, packet, &mut self.out);

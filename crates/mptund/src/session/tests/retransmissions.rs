@@ -30,20 +30,17 @@ const SEGMENT: u32 = 1000;
 
 impl Net {
     fn server_sends_segment(&mut self, seq: u32) {
-        let bytes = tcp_segment(seq);
-        let mut packet = self.server.pool().take();
-        packet.buffer_mut()[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(&bytes);
-        packet.set_range(HEADROOM, HEADROOM + bytes.len());
-        self.server
-            .handle_tun_packet(self.now, packet, &mut self.out);
-        self.transmit(false);
+        self.server_sends_inner(&tcp_segment(seq));
     }
 }
 
 /// One 20 ms path whose send queue drops what waited 30 ms; CoDel stays out of it.
 fn one_path() -> Net {
-    let mut session =
-        super::super::testing::session_settings("earliest-arrival", Duration::from_millis(200), MTU);
+    let mut session = super::super::testing::session_settings(
+        "earliest-arrival",
+        Duration::from_millis(200),
+        MTU,
+    );
     session.send_queue.max_sojourn = Duration::from_millis(30);
     session.send_queue.codel.target = Duration::from_secs(5);
     let mut net = Net::established_with(&[20], session);
@@ -72,6 +69,10 @@ fn the_sojourn_limit_spares_a_retransmission_and_it_keeps_its_place() {
         2,
         "the retransmission arrived: {seqs:?}"
     );
-    assert_eq!(seqs.last(), Some(&(5 * SEGMENT)), "after all the bulk queued before it");
+    assert_eq!(
+        seqs.last(),
+        Some(&(5 * SEGMENT)),
+        "after all the bulk queued before it"
+    );
     assert_eq!(seqs.len() as u64 + sojourn_drops, 61);
 }
