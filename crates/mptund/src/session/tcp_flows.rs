@@ -24,9 +24,10 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use super::classify::{transport_of, PROTOCOL_TCP};
+use super::inner::inspect;
 
 /// Flows tracked at once: a tunnel carries a few bulk flows at a time, and a flow whose
 /// entry was taken loses only the head start of its retransmissions.
@@ -63,7 +64,7 @@ pub fn tcp_segment(packet: &[u8]) -> Option<TcpSegment> {
     if protocol != PROTOCOL_TCP {
         return None;
     }
-    let (source, destination) = addresses(packet)?;
+    let addresses = inspect(packet).ok()?;
     let header_len = usize::from(*segment.get(12)? >> 4) * 4;
     if header_len < TCP_MIN_HEADER_LEN || header_len > segment.len() {
         return None;
@@ -80,36 +81,14 @@ pub fn tcp_segment(packet: &[u8]) -> Option<TcpSegment> {
     let seq_len = payload_len + u32::from(flags & TCP_SYN != 0) + u32::from(flags & TCP_FIN != 0);
     Some(TcpSegment {
         flow: TcpFlow {
-            source,
-            destination,
+            source: addresses.source,
+            destination: addresses.destination,
             source_port: port(0)?,
             destination_port: port(2)?,
         },
         seq,
         seq_len,
     })
-}
-
-fn addresses(packet: &[u8]) -> Option<(IpAddr, IpAddr)> {
-    match *packet.first()? >> 4 {
-        4 => {
-            let source: [u8; 4] = packet.get(12..16)?.try_into().ok()?;
-            let destination: [u8; 4] = packet.get(16..20)?.try_into().ok()?;
-            Some((
-                Ipv4Addr::from(source).into(),
-                Ipv4Addr::from(destination).into(),
-            ))
-        }
-        6 => {
-            let source: [u8; 16] = packet.get(8..24)?.try_into().ok()?;
-            let destination: [u8; 16] = packet.get(24..40)?.try_into().ok()?;
-            Some((
-                Ipv6Addr::from(source).into(),
-                Ipv6Addr::from(destination).into(),
-            ))
-        }
-        _ => None,
-    }
 }
 
 /// `a` is at or before `b` in sequence space (RFC 1982 serial arithmetic).
@@ -178,6 +157,7 @@ impl TcpFlows {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv6Addr;
 
     const ACK: u8 = 0x10;
 
