@@ -133,7 +133,15 @@ def sender_figures(sender_report: dict) -> dict:
         "standalone_acks": sessions[0].get("standalone_acks"),
         "drops": {k: v for k, v in sender_report.get("drops", {}).items() if v},
         "sent_data_packets": {p["name"]: p["sent_data_packets"] for p in sessions[0].get("paths", [])},
+        # How each path's controller saw its path at the end: what it took for jitter
+        # and what queue it let stand.
+        "paths_at_end": {p["name"]: {key: p.get(key) for key in PATH_FIGURES}
+                         for p in sessions[0].get("paths", [])},
     }
+
+
+PATH_FIGURES = ("min_rtt_ms", "jitter_ms", "queuing_delay_ms", "queuing_delay_target_ms",
+                "cwnd_bytes", "delivery_rate_mbit", "lost_packets")
 
 
 def integer_setting(text: str) -> tuple[str, int]:

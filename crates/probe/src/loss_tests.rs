@@ -24,6 +24,7 @@ fn sent_at(t0: Instant, send_offsets_ms: &[u64]) -> SentPackets {
             delivered_time: time,
             first_sent_time: time,
             app_limited: false,
+            sent_into_idle_path: false,
         }));
     }
     sent

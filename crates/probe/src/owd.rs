@@ -16,6 +16,16 @@
 //!   delays over their send times, in microseconds per second: a queue building in a
 //!   modem shows as a positive slope several round trips before it overflows, the
 //!   signal delay-based schedulers and congestion controllers act on.
+//! * the jitter is the spread of the delays of packets that met no queue of the
+//!   sender's own: each was sent into an idle path (nothing in flight, nothing sent
+//!   for a smoothed RTT), so no packet of ours was ahead of it. The spread is the
+//!   second largest minus the smallest: now and then one such delay lies far above
+//!   the rest (55-95 ms on uploads over paths of ±3-8 ms jitter, cause not found), and
+//!   it must not become the path's jitter. A link that delays each packet by
+//!   a random few milliseconds but keeps their order (a radio's retransmissions, Wi-Fi
+//!   contention) holds every packet of a loaded path back to the slowest one ahead of
+//!   it: its delay then sits near the top of that spread with nothing queued, and only
+//!   packets sent into an idle path show the spread itself.
 
 use std::time::{Duration, Instant};
 
@@ -37,6 +47,13 @@ pub const TREND_SAMPLES: usize = 16;
 pub const TREND_MIN_SAMPLES: usize = 4;
 /// RFC 6298 section 2.3's alpha = 1/8, reused for the queuing-delay average.
 const SMOOTHING_DENOMINATOR: f64 = 8.0;
+/// Delays of packets sent into an idle path kept for the jitter.
+const QUIET_SAMPLES: usize = 8;
+/// The jitter needs this many of them: the spread of fewer says little.
+const QUIET_MIN_SAMPLES: usize = 4;
+/// Samples sent this much before the newest one no longer count: within it the drift
+/// between the two ends' clocks (100 ppm) stays below a millisecond.
+const QUIET_WINDOW: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Bucket {
@@ -59,6 +76,11 @@ pub struct OwdEstimator {
     trend: [(f64, f64); TREND_SAMPLES],
     trend_len: usize,
     trend_next: usize,
+    /// Ring of (send time, unwrapped delay µs) of packets sent into an idle path.
+    quiet: [Option<(Instant, i64)>; QUIET_SAMPLES],
+    quiet_next: usize,
+    /// The jitter as last measured.
+    jitter: Option<Duration>,
 }
 
 impl Default for OwdEstimator {
@@ -79,6 +101,9 @@ impl OwdEstimator {
             trend: [(0.0, 0.0); TREND_SAMPLES],
             trend_len: 0,
             trend_next: 0,
+            quiet: [None; QUIET_SAMPLES],
+            quiet_next: 0,
+            jitter: None,
         }
     }
 
@@ -125,6 +150,48 @@ impl OwdEstimator {
         self.trend[self.trend_next] = (since_origin.as_secs_f64(), self.unwrapped as f64);
         self.trend_next = (self.trend_next + 1) % TREND_SAMPLES;
         self.trend_len = (self.trend_len + 1).min(TREND_SAMPLES);
+    }
+
+    /// Feeds the delay of a packet that was sent into an idle path (see the module
+    /// docs), as [`Self::on_sample`] does, and measures the jitter anew from it and the
+    /// quiet samples before it.
+    pub fn on_quiet_sample(&mut self, sent: Instant, raw_owd_us: u32) {
+        self.on_sample(sent, raw_owd_us);
+        self.quiet[self.quiet_next] = Some((sent, self.unwrapped));
+        self.quiet_next = (self.quiet_next + 1) % QUIET_SAMPLES;
+        let recent = || {
+            self.quiet.iter().flatten().filter_map(|&(at, delay)| {
+                (sent.saturating_duration_since(at) <= QUIET_WINDOW).then_some(delay)
+            })
+        };
+        let mut delays = [0i64; QUIET_SAMPLES];
+        let mut samples = 0;
+        for (slot, delay) in delays.iter_mut().zip(recent()) {
+            *slot = delay;
+            samples += 1;
+        }
+        let Some(delays) = delays.get_mut(..samples) else {
+            return;
+        };
+        delays.sort_unstable();
+        // The second largest: one delay far above the rest is an outlier.
+        if let (true, Some(&smallest), Some(&largest)) = (
+            samples >= QUIET_MIN_SAMPLES,
+            delays.first(),
+            delays.get(samples.saturating_sub(2)),
+        ) {
+            let spread = u64::try_from(largest - smallest).unwrap_or(0);
+            self.jitter = Some(Duration::from_micros(spread));
+        }
+    }
+
+    /// The spread of the one-way delay of packets sent into an idle path (see the
+    /// module docs): second largest minus smallest of the last [`QUIET_SAMPLES`], of
+    /// those sent within [`QUIET_WINDOW`] of the newest, as last measured. `None` until
+    /// [`QUIET_MIN_SAMPLES`] came within that window. A loaded path sends nothing into
+    /// an idle path and keeps the jitter it measured last.
+    pub fn jitter(&self) -> Option<Duration> {
+        self.jitter
     }
 
     /// Smoothed queuing delay: one-way delay above the windowed minimum.

@@ -136,3 +136,66 @@ fn base_readings_of_two_paths_differ_by_their_forward_delays() {
     assert_eq!(slow_base, OFFSET.wrapping_add(120_000));
     assert_eq!(slow_base.wrapping_sub(fast_base) as i32, 112_000);
 }
+
+/// The jitter is the spread of the delays of packets sent into an idle path; the
+/// others, held back by packets ahead of them, do not count.
+#[test]
+fn jitter_is_the_spread_of_delays_sent_into_an_idle_path() {
+    let t0 = Instant::now();
+    let mut owd = OwdEstimator::new();
+    // Loaded: every packet near the top of the jitter, whatever the base.
+    feed(&mut owd, t0, &[(0, 30_000), (1, 49_000), (2, 50_000)]);
+    assert_eq!(owd.jitter(), None);
+    // Three quiet samples are too few.
+    for (at, delay) in [(100, 40_000), (200, 45_000), (300, 36_000)] {
+        owd.on_quiet_sample(t0 + ms(at), delay);
+    }
+    assert_eq!(owd.jitter(), None);
+    // The spread is the second largest (45) less the smallest (36).
+    owd.on_quiet_sample(t0 + ms(400), 52_000);
+    assert_eq!(owd.jitter(), Some(ms(9)));
+    // More loaded samples change nothing.
+    feed(&mut owd, t0, &[(500, 90_000), (501, 20_000)]);
+    assert_eq!(owd.jitter(), Some(ms(9)));
+}
+
+/// The last eight quiet samples count, and of those only the ones sent within ten
+/// seconds of the newest; until four such come in, the last measurement stands.
+#[test]
+fn jitter_rests_on_the_last_eight_quiet_samples_within_ten_seconds() {
+    let t0 = Instant::now();
+    let mut owd = OwdEstimator::new();
+    // A wide first sample, then eight within 3.5 ms of each other, which push it
+    // out of the eight kept.
+    owd.on_quiet_sample(t0, 80_000);
+    for i in 0..8u32 {
+        owd.on_quiet_sample(t0 + ms(100 * u64::from(i + 1)), 40_000 + 500 * i);
+    }
+    assert_eq!(owd.jitter(), Some(ms(3)));
+    // Quiet samples 20 s on: the old ones are out of the window, and three are too
+    // few to measure again.
+    for (at, delay) in [(20_000, 41_000), (20_100, 47_000), (20_200, 42_000)] {
+        owd.on_quiet_sample(t0 + ms(at), delay);
+    }
+    assert_eq!(owd.jitter(), Some(ms(3)));
+    owd.on_quiet_sample(t0 + ms(20_300), 43_000);
+    assert_eq!(owd.jitter(), Some(ms(2)));
+}
+
+/// One quiet delay far above the others is not the path's jitter.
+#[test]
+fn one_outlier_does_not_make_the_jitter() {
+    let t0 = Instant::now();
+    let mut owd = OwdEstimator::new();
+    for (at, delay) in [
+        (0, 40_000),
+        (100, 41_000),
+        (200, 95_000),
+        (300, 42_000),
+        (400, 43_000),
+    ] {
+        owd.on_quiet_sample(t0 + ms(at), delay);
+    }
+    // 43 less 40: the 95 ms delay does not count.
+    assert_eq!(owd.jitter(), Some(ms(3)));
+}

@@ -68,6 +68,8 @@ pub struct PathProbe<C: Controller> {
     liveness: LivenessMonitor,
     counters: PathCounters,
     last_heard: Option<Instant>,
+    /// When the last datagram left on this path.
+    last_sent: Option<Instant>,
     pto_probe_pending: bool,
     /// Acknowledgements that acknowledged numbers never sent (malformed input).
     invalid_acks: u64,
@@ -90,6 +92,7 @@ impl<C: Controller> PathProbe<C> {
             liveness: LivenessMonitor::new(),
             counters: PathCounters::default(),
             last_heard: None,
+            last_sent: None,
             pto_probe_pending: false,
             invalid_acks: 0,
         }
@@ -116,6 +119,14 @@ impl<C: Controller> PathProbe<C> {
         if app_limited {
             self.rate.mark_app_limited(self.sent.bytes_in_flight());
         }
+        let nothing_in_flight = self.sent.packets_in_flight() == 0;
+        // Idle for a smoothed RTT as well: a packet declared lost is no longer in
+        // flight but may still wait in the bottleneck's queue, and within a round trip
+        // of the last send it can still be ahead of this one.
+        let idle_for_a_round_trip = self.last_sent.is_none_or(|last| {
+            now.saturating_duration_since(last) >= self.rtt.smoothed().unwrap_or_default()
+        });
+        self.last_sent = Some(now);
         let mut packet = SentPacket {
             pn,
             time: now,
@@ -125,8 +136,8 @@ impl<C: Controller> PathProbe<C> {
             delivered_time: now,
             first_sent_time: now,
             app_limited: false,
+            sent_into_idle_path: nothing_in_flight && idle_for_a_round_trip,
         };
-        let nothing_in_flight = self.sent.packets_in_flight() == 0;
         self.rate
             .on_packet_sent(now, nothing_in_flight, &mut packet);
         if !self.sent.push(packet) {
@@ -170,9 +181,11 @@ impl<C: Controller> PathProbe<C> {
 
         // RFC 9002 section 5.1: an RTT sample only when the largest is newly acked.
         let mut newest_owd_sent = None;
+        let mut newest_sent_into_idle_path = false;
         if let Some(index) = self.sent.index_of(largest) {
             if self.sent.state(index) == crate::sent::PacketState::InFlight {
                 let sent_time = self.sent.packet(index).time;
+                newest_sent_into_idle_path = self.sent.packet(index).sent_into_idle_path;
                 let latest = now.saturating_duration_since(sent_time);
                 // RFC 9002 section 5.3: use at most the peer's max_ack_delay.
                 let ack_delay = ack.ack_delay.min(self.config.max_ack_delay);
@@ -223,8 +236,12 @@ impl<C: Controller> PathProbe<C> {
         result.lost_packets = round.lost_packets;
         result.persistent_congestion = round.persistent_congestion;
 
-        if let Some(sent_time) = newest_owd_sent {
-            self.owd.on_sample(sent_time, ack.largest_owd_raw_us);
+        match newest_owd_sent {
+            Some(sent_time) if newest_sent_into_idle_path => {
+                self.owd.on_quiet_sample(sent_time, ack.largest_owd_raw_us)
+            }
+            Some(sent_time) => self.owd.on_sample(sent_time, ack.largest_owd_raw_us),
+            None => {}
         }
         let sample = self.rate.finish_sample(self.rtt.min());
         // The sender had nothing more to send, but the bottleneck had: the sample
@@ -238,6 +255,7 @@ impl<C: Controller> PathProbe<C> {
             app_limited: sample.map_or(newest_acked_app_limited, |s| s.app_limited)
                 && !queue_standing,
             queuing_delay: self.owd.queuing_delay(),
+            jitter: self.owd.jitter(),
         };
         for (first_pn, last_pn) in ack.ranges.iter() {
             let (Some(first), Some(last)) =
@@ -433,6 +451,12 @@ impl<C: Controller> PathProbe<C> {
         self.owd.queuing_delay()
     }
 
+    /// The spread of the forward one-way delay without a queue of ours, once measured
+    /// (see [`OwdEstimator::jitter`]).
+    pub fn jitter(&self) -> Option<Duration> {
+        self.owd.jitter()
+    }
+
     /// The forward delay's base as the peer's clock read it (see
     /// [`OwdEstimator::base_raw_us`]).
     pub fn base_owd_raw_us(&self) -> Option<u32> {
@@ -480,6 +504,7 @@ impl<C: Controller> PathProbe<C> {
             bytes_in_flight: self.sent.bytes_in_flight(),
             delivery_rate: self.delivery_rate(),
             queuing_delay: self.owd.queuing_delay(),
+            jitter: self.owd.jitter(),
             owd_trend_us_per_s: self.owd.trend_us_per_s(),
             loss_rate: self.loss.loss_rate(),
             lost_packets: self.loss.lost_packets(),

@@ -558,3 +558,36 @@ fn an_app_limited_sample_is_capped_at_the_bottleneck_estimate() {
     let path = app_limited_packets_behind_a_queue(false, 0, Some(uncapped * 4));
     assert_eq!(path.delivery_rate(), Some(uncapped));
 }
+
+/// Only a packet sent into the idle path measures the jitter: one sent behind others
+/// may have waited for them.
+#[test]
+fn packets_sent_into_the_idle_path_measure_its_jitter() {
+    let t0 = Instant::now();
+    let mut path = probe(t0);
+    let mut lost = Vec::new();
+    // Four pings, one at a time, with one-way delays of 20, 26, 21 and 29 ms.
+    for (pn, owd_ms) in [(0u32, 20u32), (1, 26), (2, 21), (3, 29)] {
+        let sent = t0 + ms(100 * u64::from(pn));
+        path.on_sent(sent, pn, 60, None, false);
+        if pn < 3 {
+            assert_eq!(path.jitter(), None);
+        }
+        path.on_ack(
+            sent + ms(40),
+            &ack_of(&[(pn, pn)], ms(0), owd_ms * 1000),
+            &mut lost,
+        );
+    }
+    // The second largest (26) less the smallest (20).
+    assert_eq!(path.jitter(), Some(ms(6)));
+    assert_eq!(path.stats(t0 + ms(400)).jitter, Some(ms(6)));
+    assert_eq!(path.controller().last_signals.unwrap().jitter, Some(ms(6)));
+    // A burst: the second packet left with the first in flight. Its 60 ms delay
+    // counts as a queue, not as jitter.
+    let sent = t0 + ms(1000);
+    path.on_sent(sent, 4, DATAGRAM, Some(1), false);
+    path.on_sent(sent, 5, DATAGRAM, Some(2), false);
+    path.on_ack(sent + ms(90), &ack_of(&[(4, 5)], ms(0), 60_000), &mut lost);
+    assert_eq!(path.jitter(), Some(ms(6)));
+}

@@ -41,6 +41,7 @@ impl Schedule {
             delivered_time: now,
             first_sent_time: now,
             app_limited: false,
+            sent_into_idle_path: false,
         };
         self.rate
             .on_packet_sent(now, self.in_flight.is_empty(), &mut packet);

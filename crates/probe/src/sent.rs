@@ -29,6 +29,10 @@ pub struct SentPacket {
     pub delivered_time: Instant,
     pub first_sent_time: Instant,
     pub app_limited: bool,
+    /// The path had nothing in flight and had sent nothing for a smoothed RTT when it
+    /// left: no packet of ours was ahead of it, so its one-way delay shows the path's
+    /// jitter (`crate::owd`).
+    pub sent_into_idle_path: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,6 +222,7 @@ mod tests {
             delivered_time: t0,
             first_sent_time: t0,
             app_limited: false,
+            sent_into_idle_path: false,
         }
     }
 

@@ -47,6 +47,9 @@ pub struct PathStats {
     pub delivery_rate: Option<u64>,
     /// Smoothed forward queuing delay (one-way delay above its windowed minimum).
     pub queuing_delay: Option<Duration>,
+    /// Spread of the forward one-way delay of packets sent into the idle path: the
+    /// link's own jitter, which the delay-rate controller does not count as a queue.
+    pub jitter: Option<Duration>,
     /// Slope of the forward one-way delay in microseconds per second; positive while a
     /// queue builds.
     pub owd_trend_us_per_s: Option<f64>,

@@ -247,6 +247,12 @@ const PATH_METRICS: &[Metric<PathReport>] = &[
         value: Value::Gauge(|p| p.queuing_delay_target_ms.map(ms_to_s)),
     },
     Metric {
+        name: "mptund_path_jitter",
+        help: "Spread of the forward one-way delay of packets sent into the idle path: the link's jitter, which the delay-rate controller's target allows for.",
+        unit: Some(&SECONDS),
+        value: Value::Gauge(|p| p.jitter_ms.map(ms_to_s)),
+    },
+    Metric {
         name: "mptund_path_cwnd",
         help: "Congestion window of the path.",
         unit: Some(&BYTES),

@@ -258,7 +258,7 @@ impl SessionPath {
     /// Counts `count` packets just declared lost as the radio's when the path's queue
     /// was below the delay-rate controller's target (`queuing_delay_target`).
     pub fn on_losses(&mut self, count: usize) {
-        let target = queuing_delay_target(self.probe.rtt.min());
+        let target = queuing_delay_target(self.probe.rtt.min(), self.probe.jitter());
         if self
             .probe
             .queuing_delay()

@@ -113,6 +113,9 @@ pub struct PathReport {
     /// The queuing delay the path's congestion controller lets stand before it backs
     /// off (delay-rate's target; none for CUBIC).
     pub queuing_delay_target_ms: Option<f64>,
+    /// The spread of the forward one-way delay of packets sent into the idle path
+    /// (the link's jitter), once measured.
+    pub jitter_ms: Option<f64>,
     pub owd_trend_us_per_s: Option<f64>,
     pub loss_rate: f64,
     pub lost_packets: u64,
@@ -171,6 +174,7 @@ impl PathReport {
             pacing_rate_bytes_per_s: path.pacing_rate(),
             queuing_delay_ms: stats.queuing_delay.map(ms),
             queuing_delay_target_ms: path.probe.controller().queuing_delay_target().map(ms),
+            jitter_ms: stats.jitter.map(ms),
             owd_trend_us_per_s: stats.owd_trend_us_per_s,
             loss_rate: stats.loss_rate,
             lost_packets: stats.lost_packets,

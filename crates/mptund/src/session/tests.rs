@@ -96,6 +96,11 @@ struct Net {
     sent_elsewhere: Vec<(SocketAddr, usize)>,
     /// Per path: how many of the next server -> client datagrams are lost.
     lose_to_client: Vec<usize>,
+    /// Per path: extra delays its datagrams take in turn (both directions), the
+    /// link's jitter; empty for none.
+    jitter: Vec<Vec<Duration>>,
+    /// Datagrams sent per path so far, to pick each one's jitter.
+    sent_on_path: Vec<usize>,
     out: Vec<Outgoing>,
 }
 
@@ -150,6 +155,8 @@ impl Net {
             client_addrs: (0..delays_ms.len()).map(client_addr).collect(),
             sent_elsewhere: Vec::new(),
             lose_to_client: vec![0; delays_ms.len()],
+            jitter: vec![Vec::new(); delays_ms.len()],
+            sent_on_path: vec![0; delays_ms.len()],
             out: Vec::new(),
         }
     }
@@ -180,9 +187,10 @@ impl Net {
             if lost {
                 self.lose_to_client[path] -= 1;
             }
+            let jitter = self.next_jitter(path);
             if !self.cut[path] && !lost {
                 self.wire.push(InFlight {
-                    arrives: self.now + self.delays[path],
+                    arrives: self.now + self.delays[path] + jitter,
                     to_server,
                     path,
                     bytes,
@@ -195,6 +203,21 @@ impl Net {
                 self.server.pool().recycle(outgoing.packet);
             }
         }
+    }
+
+    /// The extra delay of the next datagram on `path` (see `jitter`).
+    fn next_jitter(&mut self, path: usize) -> Duration {
+        if self.sent_on_path.len() <= path {
+            self.sent_on_path.resize(path + 1, 0);
+            self.jitter.resize(path + 1, Vec::new());
+        }
+        let delays = &self.jitter[path];
+        let jitter = delays
+            .get(self.sent_on_path[path] % delays.len().max(1))
+            .copied()
+            .unwrap_or_default();
+        self.sent_on_path[path] += 1;
+        jitter
     }
 
     fn deliver(&mut self, datagram: InFlight) {
@@ -675,6 +698,42 @@ fn the_server_stops_measuring_a_path_whose_pings_go_unanswered() {
     let sent = net.server_datagrams;
     net.run_for(Duration::from_secs(10));
     assert_eq!(net.server_datagrams, sent, "pings to a path that went down");
+}
+
+#[test]
+fn each_end_measures_a_paths_jitter_from_what_it_sends_into_the_idle_path() {
+    // The second path delays its datagrams by 0 to 12 ms more, in turn.
+    let mut session = settings(Duration::from_millis(200));
+    session.congestion_controller = "delay-rate".into();
+    let mut net = Net::established_with(&[10, 20], session);
+    net.jitter[1] = [0, 7, 12, 3, 9, 1, 11, 5]
+        .iter()
+        .map(|&ms| Duration::from_millis(ms))
+        .collect();
+    // A packet each way every 300 ms, each alone in flight on its path.
+    for tag in 0..20 {
+        net.client_sends(tag, 200);
+        net.server_sends_sized(tag, 200);
+        net.run_for(Duration::from_millis(300));
+    }
+    for (side, paths) in [
+        ("client", net.client_paths()),
+        ("server", net.server_paths()),
+    ] {
+        let jitter: Vec<Option<f64>> = paths.iter().map(|path| path.jitter_ms).collect();
+        assert_eq!(jitter[0], Some(0.0), "{side}: {jitter:?}");
+        // Most of the 12 ms spread: each end's packets take some of the delays.
+        assert!(
+            jitter[1].is_some_and(|ms| (5.0..=12.0).contains(&ms)),
+            "{side}: {jitter:?}"
+        );
+        // The controller lets that much and 5 ms more stand before it backs off.
+        let target = paths[1].queuing_delay_target_ms.unwrap_or_default();
+        assert!(
+            target >= jitter[1].unwrap_or_default() + 5.0 - 0.01,
+            "{side}: target {target}"
+        );
+    }
 }
 
 #[test]

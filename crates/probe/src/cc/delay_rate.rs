@@ -39,7 +39,14 @@
 //!   - but never more than half the min RTT, half a buffer of one BDP: a 30 Mbit/s path
 //!     with a 16 ms RTT and a 64 KiB buffer (17 ms) that was let fill to 15 ms lost a
 //!     third of its goodput to overflows;
-//!   - and at least CoDel's TARGET (RFC 8289), 5 ms.
+//!   - and at least CoDel's TARGET (RFC 8289), 5 ms;
+//!   - once the path's jitter is measured (`crate::owd`: the spread of the delays of
+//!     packets sent into the idle path), at least that jitter, up to 30 ms, plus
+//!     CoDel's 5 ms. A Wi-Fi hotspot with ±10 ms of jitter and a 10 ms min RTT sat
+//!     15-20 ms above its base under load with nothing queued, against a 5 ms target:
+//!     the guard fired every round, every random loss counted as congestion, and the
+//!     path carried 2 of its 12 Mbit/s. Measured, the jitter needs no cap by the min
+//!     RTT: a 64 KiB buffer behind a 16 ms RTT with ±1 ms of jitter keeps its 8 ms.
 //!
 //!   Rounds are judged on the smallest sample of the round (CoDel's standing-queue
 //!   idea), so one delayed acknowledgement does not count as a queue.
@@ -117,17 +124,21 @@ use std::time::{Duration, Instant};
 use super::{bytes_in, send_quantum, AckSignals, Controller};
 use crate::rtt::RttEstimator;
 
-/// The standing queue a path with this minimum RTT may keep: max(5 ms, min(15 ms,
-/// min RTT / 2), min RTT / 4) (see "Model" above). A loss with less queue than this is
-/// not the buffer's.
-pub fn queuing_delay_target(min_rtt: Option<Duration>) -> Duration {
+/// The standing queue a path with this minimum RTT and measured `jitter` may keep:
+/// max(5 ms, min(15 ms, min RTT / 2), min RTT / 4, min(jitter, 30 ms) + 5 ms) (see
+/// "Model" above). A loss with less queue than this is not the buffer's.
+pub fn queuing_delay_target(min_rtt: Option<Duration>, jitter: Option<Duration>) -> Duration {
+    let measured_jitter_floor = jitter.map_or(Duration::ZERO, |jitter| {
+        jitter.min(MEASURED_JITTER_CAP) + CODEL_TARGET
+    });
     let Some(min_rtt) = min_rtt else {
-        return CODEL_TARGET;
+        return CODEL_TARGET.max(measured_jitter_floor);
     };
     let jitter_floor = JITTER_LIFT.min(min_rtt / JITTER_LIFT_RTT_DIVISOR);
     CODEL_TARGET
         .max(jitter_floor)
         .max(min_rtt / QUEUE_TARGET_RTT_DIVISOR)
+        .max(measured_jitter_floor)
 }
 
 /// A gain as an exact fraction, so windows and rates are integer arithmetic.
@@ -192,6 +203,9 @@ const CODEL_TARGET: Duration = Duration::from_millis(5);
 const JITTER_LIFT: Duration = Duration::from_millis(15);
 /// ... taken up to half the min RTT: half a buffer of one BDP.
 const JITTER_LIFT_RTT_DIVISOR: u32 = 2;
+/// The most measured jitter the target allows for: a larger spread of idle delays is
+/// a radio waking from its idle state or a route change, not jitter under load.
+const MEASURED_JITTER_CAP: Duration = Duration::from_millis(30);
 /// One 1.25× probing round queues a quarter of a BDP: min_rtt / 4 of delay.
 const QUEUE_TARGET_RTT_DIVISOR: u32 = 4;
 /// Per-round multiplicative decrease while the queue is above target: about fourteen
@@ -258,6 +272,8 @@ pub struct DelayRate {
     last_reduction: Option<Instant>,
     /// The latest queuing delay sample, for judging a loss.
     latest_queuing_delay: Option<Duration>,
+    /// The path's measured jitter, as the latest acknowledgement reported it.
+    jitter: Option<Duration>,
     /// Bytes acknowledged and declared lost in the current round.
     round_acked_bytes: u64,
     round_lost_bytes: u64,
@@ -288,6 +304,7 @@ impl DelayRate {
             cycle_index: 0,
             last_reduction: None,
             latest_queuing_delay: None,
+            jitter: None,
             round_acked_bytes: 0,
             round_lost_bytes: 0,
             smoothed_loss_rate_ppm: 0,
@@ -349,7 +366,7 @@ impl DelayRate {
 
     /// The queuing delay above which the guard acts (see `queuing_delay_target`).
     pub fn queuing_delay_target(&self) -> Duration {
-        queuing_delay_target(self.min_rtt)
+        queuing_delay_target(self.min_rtt, self.jitter)
     }
 
     /// The loss rate the controller judges losses by, in parts per million: the smoothed
@@ -551,6 +568,7 @@ impl Controller for DelayRate {
         signals: &AckSignals,
     ) {
         self.update_min_rtt(now, rtt);
+        self.jitter = signals.jitter.or(self.jitter);
         let queuing_delay = self.queuing_delay_sample(rtt, signals);
         let round_ended = match self.round_start {
             Some(start) => sent >= start,

@@ -256,6 +256,64 @@ fn queuing_delay_above_target_shrinks_the_window_once_per_round() {
 }
 
 #[test]
+fn a_measured_jitter_is_not_a_queue() {
+    let t0 = Instant::now();
+    // (base RTT, delay under load above the base, measured jitter, windows after 1, 2,
+    // 3 rounds). The target is max(5 ms, min(15 ms, min_rtt / 2), min_rtt / 4,
+    // min(jitter, 30 ms) + 5 ms).
+    #[rustfmt::skip]
+    let cases: [(Duration, Duration, Option<Duration>, [u64; 3]); 6] = [
+        // A Wi-Fi link with ±10 ms of jitter behind a 10 ms min RTT: loaded, it sits
+        // 15 ms above its base with nothing queued. Unmeasured, that is a queue.
+        (ms(10), ms(15), None,          [23_750, 22_562, 21_433]),
+        (ms(10), ms(15), Some(ms(20)),  [25_000, 25_000, 25_000]),
+        // The allowance is the jitter plus 5 ms of queue, no more.
+        (ms(10), ms(26), Some(ms(20)),  [23_750, 22_562, 21_433]),
+        // A short path with a one-BDP buffer and little jitter keeps its target.
+        (ms(16), ms(9),  Some(ms(2)),   [38_000, 36_100, 34_295]),
+        // Jitter beyond 30 ms counts as 30.
+        (ms(10), ms(34), Some(ms(60)),  [25_000, 25_000, 25_000]),
+        (ms(10), ms(36), Some(ms(60)),  [23_750, 22_562, 21_433]),
+    ];
+    for (base_rtt, queuing_delay, jitter, expected) in cases {
+        let (mut controller, mut sim) = cruising(t0, policed(TEN_MBIT, base_rtt));
+        sim.link.forced_queuing_delay = Some(queuing_delay);
+        sim.link.jitter = jitter;
+        run_rounds(&mut controller, &mut sim, 1);
+        let mut windows = [0; 3];
+        for window in &mut windows {
+            run_rounds(&mut controller, &mut sim, 1);
+            *window = controller.window();
+        }
+        assert_eq!(
+            windows, expected,
+            "base {base_rtt:?}, queue {queuing_delay:?}, jitter {jitter:?}"
+        );
+    }
+}
+
+#[test]
+fn a_random_loss_within_the_measured_jitter_is_the_radios() {
+    let t0 = Instant::now();
+    let (mut controller, mut sim) = cruising(t0, policed(TEN_MBIT, ms(10)));
+    sim.link.forced_queuing_delay = Some(ms(15));
+    sim.link.jitter = Some(ms(20));
+    run_rounds(&mut controller, &mut sim, 2);
+    let before = controller.window();
+    let now = sim.now;
+    controller.on_congestion_event(now, now - ms(5), false, MDS);
+    assert_eq!(controller.window(), before);
+    // Without the measurement the same loss reads as a full buffer.
+    let (mut unmeasured, mut sim) = cruising(t0, policed(TEN_MBIT, ms(10)));
+    sim.link.forced_queuing_delay = Some(ms(15));
+    run_rounds(&mut unmeasured, &mut sim, 2);
+    let before = unmeasured.window();
+    let now = sim.now;
+    unmeasured.on_congestion_event(now, now - ms(5), false, MDS);
+    assert!(unmeasured.window() < before);
+}
+
+#[test]
 fn the_guard_drains_a_deep_modem_queue() {
     let t0 = Instant::now();
     // A real queue this time: the window beyond one BDP sits in the modem buffer.
@@ -442,6 +500,7 @@ fn application_limited_acks_neither_grow_nor_lower() {
         delivery_rate: Some(rate),
         app_limited: false,
         queuing_delay: Some(Duration::ZERO),
+        jitter: None,
     };
     controller.on_ack(start, start - ms(50), MDS, &estimator, &signals(200_000));
     let window = controller.window();
@@ -479,6 +538,7 @@ fn a_pause_of_the_sender_does_not_age_the_rate_filter() {
         delivery_rate: Some(TEN_MBIT / 20),
         app_limited: true,
         queuing_delay: Some(Duration::ZERO),
+        jitter: None,
     };
     for step in 1..=200 {
         let now = sim.now + ms(10 * step);

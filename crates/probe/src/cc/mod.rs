@@ -35,6 +35,10 @@ pub struct AckSignals {
     pub app_limited: bool,
     /// Queuing delay on the forward path (one-way delay above its minimum), if known.
     pub queuing_delay: Option<Duration>,
+    /// The spread of the forward path's one-way delay without a queue of ours
+    /// (`crate::owd`), once measured: that much of the queuing delay is the link's
+    /// jitter.
+    pub jitter: Option<Duration>,
 }
 
 /// A congestion controller for one path.

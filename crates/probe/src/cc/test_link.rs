@@ -37,6 +37,8 @@ pub(crate) struct Link {
     pub forced_queuing_delay: Option<Duration>,
     /// Whether `AckSignals::queuing_delay` is filled (else controllers use srtt − min).
     pub report_queuing_delay: bool,
+    /// `AckSignals::jitter`: the path's jitter as measured on an idle path.
+    pub jitter: Option<Duration>,
     /// Added to every acknowledgement's way back, not to the forward queuing delay:
     /// acknowledgements returning over a slower path.
     pub return_delay: Duration,
@@ -52,6 +54,7 @@ impl Link {
             lost_datagrams: &[],
             forced_queuing_delay: None,
             report_queuing_delay: true,
+            jitter: None,
             return_delay: Duration::ZERO,
         }
     }
@@ -166,6 +169,7 @@ impl Sim {
                 .link
                 .report_queuing_delay
                 .then_some(packet.queuing_delay),
+            jitter: self.link.jitter,
         };
         controller.on_ack(self.now, packet.sent, MDS, &self.rtt, &signals);
     }
