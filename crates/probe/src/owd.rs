@@ -18,14 +18,14 @@
 //!   signal delay-based schedulers and congestion controllers act on.
 //! * the jitter is the spread of the delays of packets that met no queue of the
 //!   sender's own: each was sent into an idle path (nothing in flight, nothing sent
-//!   for a smoothed RTT), so no packet of ours was ahead of it. The spread is the
-//!   second largest minus the smallest: now and then one such delay lies far above
-//!   the rest (55-95 ms on uploads over paths of ±3-8 ms jitter, cause not found), and
-//!   it must not become the path's jitter. A link that delays each packet by
-//!   a random few milliseconds but keeps their order (a radio's retransmissions, Wi-Fi
-//!   contention) holds every packet of a loaded path back to the slowest one ahead of
-//!   it: its delay then sits near the top of that spread with nothing queued, and only
-//!   packets sent into an idle path show the spread itself.
+//!   for a smoothed RTT), so no packet of ours was ahead of it. A link that delays
+//!   each packet by a random few milliseconds but keeps their order (a radio's
+//!   retransmissions, Wi-Fi contention) holds every packet of a loaded path back to
+//!   the slowest one ahead of it: its delay then sits near the top of that spread with
+//!   nothing queued, and only packets sent into an idle path show the spread itself.
+//!   The spread is the second largest minus the smallest: now and then one such delay
+//!   lies far above the rest (55-95 ms on uploads over paths of ±3-8 ms jitter, cause
+//!   not found), and it must not become the path's jitter.
 
 use std::time::{Duration, Instant};
 
@@ -170,17 +170,17 @@ impl OwdEstimator {
             *slot = delay;
             samples += 1;
         }
-        let Some(delays) = delays.get_mut(..samples) else {
+        let Some(delays) = delays
+            .get_mut(..samples)
+            .filter(|_| samples >= QUIET_MIN_SAMPLES)
+        else {
             return;
         };
         delays.sort_unstable();
         // The second largest: one delay far above the rest is an outlier.
-        if let (true, Some(&smallest), Some(&largest)) = (
-            samples >= QUIET_MIN_SAMPLES,
-            delays.first(),
-            delays.get(samples.saturating_sub(2)),
-        ) {
-            let spread = u64::try_from(largest - smallest).unwrap_or(0);
+        if let (Some(&smallest), Some(&second_largest)) = (delays.first(), delays.get(samples - 2))
+        {
+            let spread = u64::try_from(second_largest - smallest).unwrap_or(0);
             self.jitter = Some(Duration::from_micros(spread));
         }
     }
