@@ -21,6 +21,16 @@ fn run_rounds(controller: &mut DelayRate, sim: &mut Sim, rounds: u64) {
     }
 }
 
+/// The window at the end of each of the next three rounds.
+fn windows_over_three_rounds(controller: &mut DelayRate, sim: &mut Sim) -> [u64; 3] {
+    let mut windows = [0; 3];
+    for window in &mut windows {
+        run_rounds(controller, sim, 1);
+        *window = controller.window();
+    }
+    windows
+}
+
 /// A controller that went through Startup and Drain on `link` and now cruises.
 fn cruising(t0: Instant, link: Link) -> (DelayRate, Sim) {
     let mut controller = DelayRate::new(MDS);
@@ -243,11 +253,7 @@ fn queuing_delay_above_target_shrinks_the_window_once_per_round() {
         // The round in flight when the queue appears carries no queue yet.
         run_rounds(&mut controller, &mut sim, 1);
         assert_eq!(controller.window(), 2 * controller.bdp().unwrap());
-        let mut windows = [0; 3];
-        for window in &mut windows {
-            run_rounds(&mut controller, &mut sim, 1);
-            *window = controller.window();
-        }
+        let windows = windows_over_three_rounds(&mut controller, &mut sim);
         assert_eq!(
             windows, expected,
             "base {base_rtt:?}, queue {queuing_delay:?}, reported {reported}"
@@ -280,11 +286,7 @@ fn a_measured_jitter_is_not_a_queue() {
         sim.link.forced_queuing_delay = Some(queuing_delay);
         sim.link.jitter = jitter;
         run_rounds(&mut controller, &mut sim, 1);
-        let mut windows = [0; 3];
-        for window in &mut windows {
-            run_rounds(&mut controller, &mut sim, 1);
-            *window = controller.window();
-        }
+        let windows = windows_over_three_rounds(&mut controller, &mut sim);
         assert_eq!(
             windows, expected,
             "base {base_rtt:?}, queue {queuing_delay:?}, jitter {jitter:?}"
