@@ -33,8 +33,10 @@ COLUMNS = ["t_s", "inner_cwnd_pkts", "inner_ssthresh_pkts", "inner_rtt_ms", "inn
            "inner_unacked_pkts", "inner_retransmissions", "send_queue_depth", "send_queue_aqm_drops",
            "send_queue_sojourn_drops", "receiver_gaps_skipped", "receiver_buffered"]
 # Then per path of the sender, in its order: path<i>_in_flight_bytes, path<i>_cwnd_bytes,
-# path<i>_queuing_delay_ms.
-PATH_COLUMNS = ["in_flight_bytes", "cwnd_bytes", "queuing_delay_ms"]
+# path<i>_queuing_delay_ms, and its controller's view: path<i>_delivery_rate_mbit,
+# path<i>_queuing_delay_target_ms, path<i>_jitter_ms, path<i>_lost_packets.
+PATH_COLUMNS = ["in_flight_bytes", "cwnd_bytes", "queuing_delay_ms", "delivery_rate_mbit",
+                "queuing_delay_target_ms", "jitter_ms", "lost_packets"]
 
 
 def field(pattern: str, text: str):
@@ -69,10 +71,16 @@ def row(t: float, ss_output: str, server: dict, client: dict) -> dict:
               reorder.get("gaps_skipped", ""), reorder.get("buffered", "")]
     sample = dict(zip(COLUMNS, values))
     for index, path in enumerate(sender.get("paths", [])):
-        queuing = path.get("queuing_delay_ms")
+        def rounded(key: str):
+            value = path.get(key)
+            return round(value, 2) if value is not None else ""
         sample.update({f"path{index}_in_flight_bytes": path.get("bytes_in_flight", ""),
                        f"path{index}_cwnd_bytes": path.get("cwnd_bytes", ""),
-                       f"path{index}_queuing_delay_ms": round(queuing, 2) if queuing is not None else ""})
+                       f"path{index}_queuing_delay_ms": rounded("queuing_delay_ms"),
+                       f"path{index}_delivery_rate_mbit": rounded("delivery_rate_mbit"),
+                       f"path{index}_queuing_delay_target_ms": rounded("queuing_delay_target_ms"),
+                       f"path{index}_jitter_ms": rounded("jitter_ms"),
+                       f"path{index}_lost_packets": path.get("lost_packets", "")})
     return sample
 
 

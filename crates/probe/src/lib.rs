@@ -41,7 +41,7 @@ pub use loss::{
     LossDetector, LossRound, GRANULARITY, INITIAL_RTT, LOSS_RATE_WEIGHT, PACKET_THRESHOLD,
     PERSISTENT_CONGESTION_THRESHOLD, TIME_THRESHOLD_DENOMINATOR, TIME_THRESHOLD_NUMERATOR,
 };
-pub use owd::{OwdEstimator, BASE_DELAY_WINDOW, TREND_MIN_SAMPLES, TREND_SAMPLES};
+pub use owd::{OwdEstimator, BASE_DELAY_WINDOW, QUIET_SAMPLES, TREND_MIN_SAMPLES, TREND_SAMPLES};
 pub use path::{AckResult, LostPacket, PathProbe, ProbeConfig};
 pub use rate::{RateEstimator, RateSample};
 pub use rtt::RttEstimator;

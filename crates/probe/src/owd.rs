@@ -23,9 +23,12 @@
 //!   retransmissions, Wi-Fi contention) holds every packet of a loaded path back to
 //!   the slowest one ahead of it: its delay then sits near the top of that spread with
 //!   nothing queued, and only packets sent into an idle path show the spread itself.
-//!   The spread is the second largest minus the smallest: now and then one such delay
-//!   lies far above the rest (55-95 ms on uploads over paths of ±3-8 ms jitter, cause
-//!   not found), and it must not become the path's jitter.
+//!   The spread is estimated from the second largest minus the smallest: now and then
+//!   one such delay lies far above the rest (55-95 ms on uploads over paths of ±3-8 ms
+//!   jitter, cause not found), and it must not become the path's jitter. Of n delays
+//!   drawn evenly from a spread, those two lie (n − 2)/(n + 1) of it apart on average,
+//!   so their distance is scaled up by the inverse: a loaded path's delay sits near the
+//!   top of the whole spread, and four samples alone show less than half of it.
 
 use std::time::{Duration, Instant};
 
@@ -48,9 +51,11 @@ pub const TREND_MIN_SAMPLES: usize = 4;
 /// RFC 6298 section 2.3's alpha = 1/8, reused for the queuing-delay average.
 const SMOOTHING_DENOMINATOR: f64 = 8.0;
 /// Delays of packets sent into an idle path kept for the jitter.
-const QUIET_SAMPLES: usize = 8;
+pub const QUIET_SAMPLES: usize = 8;
 /// The jitter needs this many of them: the spread of fewer says little.
 const QUIET_MIN_SAMPLES: usize = 4;
+// The spread's scale divides by the samples less two.
+const _: () = assert!(QUIET_MIN_SAMPLES > 2);
 /// Samples sent this much before the newest one no longer count: within it the drift
 /// between the two ends' clocks (100 ppm) stays below a millisecond.
 const QUIET_WINDOW: Duration = Duration::from_secs(10);
@@ -180,18 +185,25 @@ impl OwdEstimator {
         // The second largest: one delay far above the rest is an outlier.
         if let (Some(&smallest), Some(&second_largest)) = (delays.first(), delays.get(samples - 2))
         {
-            let spread = u64::try_from(second_largest - smallest).unwrap_or(0);
+            let apart = u64::try_from(second_largest - smallest).unwrap_or(0);
+            let samples = samples as u64;
+            let spread = apart.saturating_mul(samples + 1) / (samples - 2);
             self.jitter = Some(Duration::from_micros(spread));
         }
     }
 
     /// The spread of the one-way delay of packets sent into an idle path (see the
-    /// module docs): second largest minus smallest of the last [`QUIET_SAMPLES`], of
-    /// those sent within [`QUIET_WINDOW`] of the newest, as last measured. `None` until
-    /// [`QUIET_MIN_SAMPLES`] came within that window. A loaded path sends nothing into
-    /// an idle path and keeps the jitter it measured last.
+    /// module docs): estimated from the second largest and the smallest of the last
+    /// [`QUIET_SAMPLES`], of those sent within [`QUIET_WINDOW`] of the newest, as last
+    /// measured. `None` until [`QUIET_MIN_SAMPLES`] came within that window. A loaded
+    /// path sends nothing into an idle path and keeps the jitter it measured last.
     pub fn jitter(&self) -> Option<Duration> {
         self.jitter
+    }
+
+    /// How many delays of packets sent into an idle path are kept, up to [`QUIET_SAMPLES`].
+    pub fn quiet_samples(&self) -> usize {
+        self.quiet.iter().flatten().count()
     }
 
     /// Smoothed queuing delay: one-way delay above the windowed minimum.

@@ -4,6 +4,10 @@ fn ms(value: u64) -> Duration {
     Duration::from_millis(value)
 }
 
+fn us(value: u64) -> Duration {
+    Duration::from_micros(value)
+}
+
 /// Feeds `(send time in ms, raw one-way delay in µs)` pairs.
 fn feed(owd: &mut OwdEstimator, t0: Instant, samples: &[(u64, u32)]) {
     for &(at, raw) in samples {
@@ -151,12 +155,13 @@ fn jitter_is_the_spread_of_delays_sent_into_an_idle_path() {
         owd.on_quiet_sample(t0 + ms(at), delay);
     }
     assert_eq!(owd.jitter(), None);
-    // The spread is the second largest (45) less the smallest (36).
+    // The second largest (45) less the smallest (36), 9 ms, is 2/5 of the spread four
+    // samples span on average.
     owd.on_quiet_sample(t0 + ms(400), 52_000);
-    assert_eq!(owd.jitter(), Some(ms(9)));
+    assert_eq!(owd.jitter(), Some(us(22_500)));
     // More loaded samples change nothing.
     feed(&mut owd, t0, &[(500, 90_000), (501, 20_000)]);
-    assert_eq!(owd.jitter(), Some(ms(9)));
+    assert_eq!(owd.jitter(), Some(us(22_500)));
 }
 
 /// The last eight quiet samples count, and of those only the ones sent within ten
@@ -171,15 +176,16 @@ fn jitter_rests_on_the_last_eight_quiet_samples_within_ten_seconds() {
     for i in 0..8u32 {
         owd.on_quiet_sample(t0 + ms(100 * u64::from(i + 1)), 40_000 + 500 * i);
     }
-    assert_eq!(owd.jitter(), Some(ms(3)));
+    // 3 ms apart, 6/9 of the spread of eight.
+    assert_eq!(owd.jitter(), Some(us(4_500)));
     // Quiet samples 20 s on: the old ones are out of the window, and three are too
     // few to measure again.
     for (at, delay) in [(20_000, 41_000), (20_100, 47_000), (20_200, 42_000)] {
         owd.on_quiet_sample(t0 + ms(at), delay);
     }
-    assert_eq!(owd.jitter(), Some(ms(3)));
+    assert_eq!(owd.jitter(), Some(us(4_500)));
     owd.on_quiet_sample(t0 + ms(20_300), 43_000);
-    assert_eq!(owd.jitter(), Some(ms(2)));
+    assert_eq!(owd.jitter(), Some(ms(5)));
 }
 
 /// One quiet delay far above the others is not the path's jitter.
@@ -196,6 +202,6 @@ fn one_outlier_does_not_make_the_jitter() {
     ] {
         owd.on_quiet_sample(t0 + ms(at), delay);
     }
-    // 43 less 40: the 95 ms delay does not count.
-    assert_eq!(owd.jitter(), Some(ms(3)));
+    // 43 less 40, 3/6 of the spread of five: the 95 ms delay does not count.
+    assert_eq!(owd.jitter(), Some(ms(6)));
 }

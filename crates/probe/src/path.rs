@@ -457,6 +457,11 @@ impl<C: Controller> PathProbe<C> {
         self.owd.jitter()
     }
 
+    /// How many delays of packets sent into the idle path the jitter rests on.
+    pub fn jitter_samples(&self) -> usize {
+        self.owd.quiet_samples()
+    }
+
     /// The forward delay's base as the peer's clock read it (see
     /// [`OwdEstimator::base_raw_us`]).
     pub fn base_owd_raw_us(&self) -> Option<u32> {

@@ -579,15 +579,15 @@ fn packets_sent_into_the_idle_path_measure_its_jitter() {
             &mut lost,
         );
     }
-    // The second largest (26) less the smallest (20).
-    assert_eq!(path.jitter(), Some(ms(6)));
-    assert_eq!(path.stats(t0 + ms(400)).jitter, Some(ms(6)));
-    assert_eq!(path.controller().last_signals.unwrap().jitter, Some(ms(6)));
+    // The second largest (26) less the smallest (20), scaled to the spread of four.
+    assert_eq!(path.jitter(), Some(ms(15)));
+    assert_eq!(path.stats(t0 + ms(400)).jitter, Some(ms(15)));
+    assert_eq!(path.controller().last_signals.unwrap().jitter, Some(ms(15)));
     // A burst: the second packet left with the first in flight. Its 60 ms delay
     // counts as a queue, not as jitter.
     let sent = t0 + ms(1000);
     path.on_sent(sent, 4, DATAGRAM, Some(1), false);
     path.on_sent(sent, 5, DATAGRAM, Some(2), false);
     path.on_ack(sent + ms(90), &ack_of(&[(4, 5)], ms(0), 60_000), &mut lost);
-    assert_eq!(path.jitter(), Some(ms(6)));
+    assert_eq!(path.jitter(), Some(ms(15)));
 }

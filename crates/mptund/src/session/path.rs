@@ -83,6 +83,8 @@ pub struct SessionPath {
     next_packet_number: u32,
     pub last_received: Option<Instant>,
     pub last_probe: Option<Instant>,
+    /// Pings sent to measure the jitter (see `next_measuring_ping`).
+    jitter_pings_sent: usize,
     settings: PathSettings,
     budget: ProbeBudget,
     pub counters: PathCounters,
@@ -108,6 +110,21 @@ pub struct SessionPath {
 /// Data datagrams the radio loss rate is averaged over: a few seconds of a cellular
 /// uplink, enough to see a 0.2 % loss rate about eight times.
 const RADIO_LOSS_MEMORY: f64 = 4096.0;
+
+/// Delays of pings into the idle path that a fresh path's jitter is measured from:
+/// all the estimate keeps. Once they are in, keepalives and idle moments keep it
+/// up to date.
+pub const JITTER_PINGS: usize = mptund_probe::QUIET_SAMPLES;
+
+/// The most jitter pings a path gets. Only a ping sent into the idle path counts,
+/// and when both ends ping, one's answers make the other's next ping no longer
+/// idle: about half count. Past this the keepalives finish the job.
+pub const MAX_JITTER_PINGS: usize = 3 * JITTER_PINGS;
+
+/// The least time between two jitter pings. Each waits for the one before it to be
+/// answered (the path must be idle), so on most paths a round trip passes anyway; the
+/// gap only spaces them on a path of a millisecond or less.
+pub const JITTER_PING_GAP: Duration = Duration::from_millis(5);
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
     let datagram = session.probe.max_datagram_size;
@@ -195,6 +212,7 @@ impl SessionPath {
             next_packet_number: 0,
             last_received: None,
             last_probe: None,
+            jitter_pings_sent: 0,
             settings: *settings,
             budget: ProbeBudget::new(now, settings.probe_budget_bytes_per_hour),
             counters: PathCounters::default(),
@@ -224,6 +242,7 @@ impl SessionPath {
         self.pacer = Pacer::new(session.probe.max_datagram_size);
         self.last_received = None;
         self.last_probe = None;
+        self.jitter_pings_sent = 0;
     }
 
     /// Moves the path to an address the peer proved it receives at, with fresh
@@ -595,24 +614,53 @@ impl SessionPath {
         }
     }
 
-    /// When this path next wants a ping for its first RTT sample, on either side;
-    /// `None` once it has one. The scheduler gives no data to an unmeasured path
-    /// while a measured one is merely full, so a sender that never measured a path
-    /// (the server, in a download) would never use it. A path whose pings went
-    /// unanswered until it was declared down waits to hear from the peer again: the
-    /// server does not keep pinging an address that went away.
+    /// When this path next wants a ping to measure it, on either side; `None` once it
+    /// is measured.
+    ///
+    /// - **Its first RTT sample**, one ping per probe interval. The scheduler gives no
+    ///   data to an unmeasured path while a measured one is merely full, so a sender
+    ///   that never measured a path (the server, in a download) would never use it.
+    /// - **Its jitter** (`mptund_probe::OwdEstimator::jitter`), from pings sent one at a
+    ///   time into the idle path, at least [`JITTER_PING_GAP`] apart, until
+    ///   [`JITTER_PINGS`] delays are in or [`MAX_JITTER_PINGS`] went out. Keepalives alone bring one a second, so on a
+    ///   fresh session the jitter came seconds after the path's controller had taken a
+    ///   jittery link's delay under load for a queue and left Startup (a Wi-Fi path
+    ///   with ±10 ms of jitter carried 3-10 % of the bytes, `benches/schedulers/REPORT.md`).
+    ///   A path that carries data is not pinged; its delays come from idle moments.
+    ///
+    /// A path whose pings went unanswered until it was declared down waits to hear
+    /// from the peer again: the server does not keep pinging an address that went away.
     pub fn next_measuring_ping(&self, session_start: Instant) -> Option<Instant> {
-        if self.probe.rtt.min().is_some()
-            || self.remote.is_none()
-            || !self.socket_open
-            || self.probe.liveness() == Liveness::Down
-        {
+        if self.remote.is_none() || !self.socket_open || self.probe.liveness() == Liveness::Down {
+            return None;
+        }
+        if self.probe.rtt.min().is_none() {
+            return Some(
+                self.last_probe
+                    .map_or(session_start, |probe| probe + self.settings.probe_interval),
+            );
+        }
+        if !self.measuring_jitter() || self.probe.packets_in_flight() > 0 {
             return None;
         }
         Some(
             self.last_probe
-                .map_or(session_start, |probe| probe + self.settings.probe_interval),
+                .map_or(session_start, |probe| probe + JITTER_PING_GAP),
         )
+    }
+
+    /// Whether the path, measured, still wants pings for its jitter.
+    fn measuring_jitter(&self) -> bool {
+        self.probe.rtt.min().is_some()
+            && self.probe.jitter_samples() < JITTER_PINGS
+            && self.jitter_pings_sent < MAX_JITTER_PINGS
+    }
+
+    /// Notes a ping sent on this path, for the jitter pings' limit.
+    pub fn on_ping_sent(&mut self) {
+        if self.measuring_jitter() {
+            self.jitter_pings_sent += 1;
+        }
     }
 
     /// Whether the probe budget allows a probe of `wire_len` bytes now; spends it if so.

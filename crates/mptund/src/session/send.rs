@@ -503,7 +503,7 @@ impl Session {
     }
 
     /// When path `path` next wants a ping: a keepalive or liveness probe (client
-    /// only), or a ping for its first RTT sample.
+    /// only), or a ping for its first RTT sample or its jitter.
     pub(super) fn next_ping(&self, path: &SessionPath) -> Option<Instant> {
         let keepalive = (self.sends_keepalives && path.socket_open)
             .then(|| path.next_keepalive(self.established));
@@ -514,8 +514,8 @@ impl Session {
         keepalive.into_iter().chain(measuring).min()
     }
 
-    /// Pings the paths that are due a keepalive, a liveness probe or a first RTT
-    /// sample, within each path's probe budget.
+    /// Pings the paths that are due a keepalive, a liveness probe, a first RTT
+    /// sample or a jitter ping, within each path's probe budget.
     pub(super) fn send_probes(
         &mut self,
         now: Instant,
@@ -535,6 +535,7 @@ impl Session {
                 tracing::debug!(path = %path.name, "probe skipped: budget spent");
                 continue;
             }
+            path.on_ping_sent();
             self.ping(now, index, pool, out);
         }
     }

@@ -56,6 +56,7 @@
 //! ```text
 //!   Startup --(rate grew < 25% for 3 rounds | round queue > target | congestive loss)--> Drain
 //!   Drain   --(a round whose queue is <= target)--> Cruise
+//!   Drain, Cruise --(target raised above the queue that ended Startup)--> Startup
 //!   any     --(persistent congestion)--> Startup, window = minimum, rate model reset
 //! ```
 //!
@@ -64,6 +65,14 @@
 //!   pacing" below). It ends with BBR's full-bandwidth test
 //!   (§4.3.2), or early when a round's queuing delay exceeds the target (the idea of
 //!   HyStart++'s delay-increase exit, RFC 9406 §4.2), or on a congestion event.
+//! - **Startup resumes** when it ended on a round's queue alone and the target has
+//!   since risen above that queue, with no congestive loss in between: the exit was
+//!   premature. A path's jitter is measured from packets sent into it while idle, so on
+//!   a fresh session it may come seconds after Startup; until then a jittery link's
+//!   delay under load looks like a queue. A Wi-Fi path with ±10 ms of jitter and a
+//!   12 ms min RTT left Startup at a 6 ms target with 16 kB in flight and stayed at its
+//!   least window for 7 s of a 12 s flow; once measured, the jitter raised the target,
+//!   but Cruise's probing grows a window 25 % per eight round trips.
 //! - **Drain** (BBR §4.3.3): the window is 1 × BDP, so what Startup queued drains while
 //!   the sender waits; pacing gain 1.
 //! - **Cruise** (BBR §4.3.4, ProbeBW): the window grows by the bytes acknowledged up to
@@ -267,6 +276,10 @@ pub struct DelayRate {
     rounds_without_growth: u32,
     /// Whether the last finished round had its queue above target.
     guard_active: bool,
+    /// The round queue that ended Startup, when that queue alone ended it: while no
+    /// loss has counted as congestion since, a target raised above it (a jitter
+    /// measured later) shows the exit was premature, and Startup resumes.
+    delay_exit_queue: Option<Duration>,
     cycle_index: usize,
     /// When the window was last reduced for a loss.
     last_reduction: Option<Instant>,
@@ -301,6 +314,7 @@ impl DelayRate {
             full_bandwidth: 0,
             rounds_without_growth: 0,
             guard_active: false,
+            delay_exit_queue: None,
             cycle_index: 0,
             last_reduction: None,
             latest_queuing_delay: None,
@@ -473,7 +487,10 @@ impl DelayRate {
         let queue_high = queuing_delay.is_some_and(|delay| delay > self.queuing_delay_target());
         match self.state {
             DelayRateState::Startup => {
-                if queue_high || (!app_limited && self.full_bandwidth_reached()) {
+                if queue_high {
+                    self.state = DelayRateState::Drain;
+                    self.delay_exit_queue = queuing_delay;
+                } else if !app_limited && self.full_bandwidth_reached() {
                     self.state = DelayRateState::Drain;
                 }
             }
@@ -491,6 +508,20 @@ impl DelayRate {
             }
         }
         self.guard_active = queue_high;
+    }
+
+    /// Back to Startup when the queue that ended it is now within target (see
+    /// "Startup resumes" in the module doc). The rate model stays; the
+    /// full-bandwidth test starts over.
+    fn resume_startup_after_a_premature_exit(&mut self) {
+        if self
+            .delay_exit_queue
+            .is_some_and(|queue| queue <= self.queuing_delay_target())
+        {
+            self.delay_exit_queue = None;
+            self.state = DelayRateState::Startup;
+            self.rounds_without_growth = 0;
+        }
     }
 
     /// BBR §4.3.2, run once per non-application-limited round in Startup.
@@ -569,6 +600,7 @@ impl Controller for DelayRate {
     ) {
         self.update_min_rtt(now, rtt);
         self.jitter = signals.jitter.or(self.jitter);
+        self.resume_startup_after_a_premature_exit();
         let queuing_delay = self.queuing_delay_sample(rtt, signals);
         let round_ended = match self.round_start {
             Some(start) => sent >= start,
@@ -624,6 +656,7 @@ impl Controller for DelayRate {
             return;
         }
         self.last_reduction = Some(now);
+        self.delay_exit_queue = None;
         let reduced = LOSS_BACKOFF.apply(self.window);
         self.window = self
             .bdp()

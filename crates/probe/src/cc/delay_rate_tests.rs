@@ -120,6 +120,56 @@ fn startup_exits_early_on_a_standing_queue() {
     assert_eq!(controller.state(), DelayRateState::Cruise);
 }
 
+/// A jittery link whose delay under load ended Startup before its jitter was
+/// measured, stuck in Drain at its first rounds' rate.
+fn left_startup_on_jitter(t0: Instant) -> (DelayRate, Sim) {
+    // 40 Mbit/s and nothing queues, but every acknowledgement shows 9 ms above the
+    // base: a loaded link whose jitter holds each packet behind the slowest ahead.
+    let mut link = policed(4 * TEN_MBIT, ms(8));
+    link.forced_queuing_delay = Some(ms(9));
+    let mut controller = DelayRate::new(MDS);
+    let mut sim = Sim::new(t0, link);
+    while controller.state() == DelayRateState::Startup {
+        sim.step(&mut controller);
+    }
+    // A min RTT of 17 ms sets an 8.5 ms target: the first rounds end Startup.
+    assert!(controller.round() <= 2, "round {}", controller.round());
+    run_rounds(&mut controller, &mut sim, 20);
+    assert_eq!(controller.state(), DelayRateState::Drain);
+    assert!(
+        controller.max_delivery_rate() < TEN_MBIT,
+        "{}",
+        controller.max_delivery_rate()
+    );
+    (controller, sim)
+}
+
+#[test]
+fn startup_resumes_once_a_measured_jitter_shows_its_exit_premature() {
+    let t0 = Instant::now();
+    let (mut controller, mut sim) = left_startup_on_jitter(t0);
+    // The jitter is measured at 10 ms: the target becomes 15 ms, above the 9 ms queue
+    // that ended Startup.
+    sim.link.jitter = Some(ms(10));
+    sim.step(&mut controller);
+    assert_eq!(controller.state(), DelayRateState::Startup);
+    run_rounds(&mut controller, &mut sim, 12);
+    assert_eq!(controller.max_delivery_rate(), 4 * TEN_MBIT);
+    assert_eq!(controller.state(), DelayRateState::Cruise);
+}
+
+#[test]
+fn startup_does_not_resume_after_a_congestive_loss() {
+    let t0 = Instant::now();
+    let (mut controller, mut sim) = left_startup_on_jitter(t0);
+    // A loss while the delay is above target counts as congestion.
+    let now = sim.now;
+    controller.on_congestion_event(now, now - ms(1), false, MDS);
+    sim.link.jitter = Some(ms(10));
+    run_rounds(&mut controller, &mut sim, 3);
+    assert_ne!(controller.state(), DelayRateState::Startup);
+}
+
 /// Steps until the link has delivered or lost `datagrams` datagrams.
 fn run_datagrams(controller: &mut DelayRate, sim: &mut Sim, datagrams: u64) {
     while sim.datagrams < datagrams {
