@@ -700,17 +700,25 @@ fn the_server_stops_measuring_a_path_whose_pings_go_unanswered() {
     assert_eq!(net.server_datagrams, sent, "pings to a path that went down");
 }
 
-#[test]
-fn each_end_measures_a_paths_jitter_from_what_it_sends_into_the_idle_path() {
-    // The second path delays its datagrams by 0 to 12 ms more, in turn (seven
-    // delays, so that each end's packets meet all of them).
+fn delay_rate_settings() -> SessionSettings {
     let mut session = settings(Duration::from_millis(200));
     session.congestion_controller = "delay-rate".into();
-    let mut net = Net::established_with(&[10, 20], session);
-    net.jitter[1] = [0, 7, 12, 3, 9, 1, 11]
+    session
+}
+
+/// A path's jitter: 0 to 12 ms more delay, in turn. Seven delays, so that each end's
+/// packets meet all of them whatever the other end sends between.
+fn seven_delays_up_to_12_ms() -> Vec<Duration> {
+    [0, 7, 12, 3, 9, 1, 11]
         .iter()
         .map(|&ms| Duration::from_millis(ms))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn each_end_measures_a_paths_jitter_from_what_it_sends_into_the_idle_path() {
+    let mut net = Net::established_with(&[10, 20], delay_rate_settings());
+    net.jitter[1] = seven_delays_up_to_12_ms();
     // A packet each way every 300 ms, each alone in flight on its path.
     for tag in 0..20 {
         net.client_sends(tag, 200);
@@ -740,15 +748,9 @@ fn each_end_measures_a_paths_jitter_from_what_it_sends_into_the_idle_path() {
 
 #[test]
 fn a_fresh_path_is_pinged_until_its_jitter_is_measured() {
-    // The second path delays its datagrams by 0 to 12 ms more, in turn, from the
-    // handshake on; seven delays, so that each end's pings meet all of them.
-    let mut session = settings(Duration::from_millis(200));
-    session.congestion_controller = "delay-rate".into();
-    let mut net = Net::with_settings(&[10, 20], session);
-    net.jitter[1] = [0, 7, 12, 3, 9, 1, 11]
-        .iter()
-        .map(|&ms| Duration::from_millis(ms))
-        .collect();
+    // The second path's jitter from the handshake on.
+    let mut net = Net::with_settings(&[10, 20], delay_rate_settings());
+    net.jitter[1] = seven_delays_up_to_12_ms();
     // No data: within a second each end has its jitter from pings alone, long before
     // eight keepalives could bring it.
     net.run_for(Duration::from_secs(1));
