@@ -1,5 +1,5 @@
 """Key renewal under a transfer, on the emulated test bed: two paths 50 ms apart,
-keys renewed every 2 s. The transfer must cross at least five renewals byte-exact,
+keys renewed every 1.5 s. The transfer must cross at least five renewals byte-exact,
 and the receiving application must never wait around a renewal as it would for a
 retransmission or a handshake on the far path."""
 
@@ -19,7 +19,7 @@ TRANSFER_BYTES = 30_000_000
 # has the gaps of its own slow start and loss recovery (up to 300 ms, renewal or not),
 # which this test cannot tell from a renewal's.
 REORDER = {"equalize_delay": "off"}
-RENEW_EVERY_MS = 2000
+RENEW_EVERY_MS = 1500
 # Around a renewal: the handshake's round trip on the far path and the switch.
 RENEWAL_WINDOW_S = 0.5
 # Below the far path's round trip: the shortest stall a renewal could cause.
