@@ -141,7 +141,8 @@ def sender_figures(sender_report: dict) -> dict:
 
 
 PATH_FIGURES = ("min_rtt_ms", "jitter_ms", "queuing_delay_ms", "queuing_delay_target_ms",
-                "cwnd_bytes", "delivery_rate_mbit", "lost_packets")
+                "cwnd_bytes", "delivery_rate_mbit", "lost_packets", "spurious_losses",
+                "packet_threshold")
 
 
 def integer_setting(text: str) -> tuple[str, int]:

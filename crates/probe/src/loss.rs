@@ -7,6 +7,15 @@
 //! caller (who may reinject its inner packet on another path), and a probe timeout
 //! asks the caller for one ack-eliciting datagram to provoke feedback. The detector
 //! also keeps a loss rate, an exponentially weighted moving average over packets.
+//!
+//! Both thresholds adapt to reordering, as RFC 9002 section 6.1 allows and RACK's
+//! reordering window does (RFC 8985 section 6.2): a packet declared lost and then
+//! acknowledged raises the packet threshold to the distance it was overtaken by, and
+//! widens the time threshold until its round trip fits, up to twice the RTT. A path
+//! that reorders (an emulator's per-packet jitter, a link bonding two radios) then
+//! stops reporting each late packet as a loss: every such loss cost a needless
+//! re-send on another path and counted towards the loss rate that the delay-rate
+//! controller takes for congestion above 2 %.
 
 use std::time::{Duration, Instant};
 
@@ -14,11 +23,17 @@ use crate::rtt::RttEstimator;
 use crate::sent::{PacketState, SentPacket, SentPackets};
 
 /// RFC 9002 section 6.1.1, kPacketThreshold: a packet is lost once a packet sent this
-/// many packet numbers later is acknowledged.
+/// many packet numbers later is acknowledged. The starting value; see
+/// [`LossDetector::packet_threshold`].
 pub const PACKET_THRESHOLD: u64 = 3;
-/// RFC 9002 section 6.1.2, kTimeThreshold = 9/8, as numerator and denominator.
-pub const TIME_THRESHOLD_NUMERATOR: u32 = 9;
-pub const TIME_THRESHOLD_DENOMINATOR: u32 = 8;
+/// The most a path's packet threshold grows to. The time threshold still declares a
+/// loss about an eighth of an RTT late, so a high count costs little.
+pub const MAX_PACKET_THRESHOLD: u64 = 256;
+/// RFC 9002 section 6.1.2, kTimeThreshold = 9/8: the RTT plus an eighth of it, the
+/// slack being the RTT shifted right by this much. Spurious losses shift it down to 0:
+/// twice the RTT, RACK's cap of the reordering window at one RTT (RFC 8985 section
+/// 6.2).
+pub const TIME_THRESHOLD_SLACK_SHIFT: u32 = 3;
 /// RFC 9002 section 6.1.2, kGranularity: the recommended 1 ms timer granularity.
 pub const GRANULARITY: Duration = Duration::from_millis(1);
 /// RFC 9002 section 7.6.1, kPersistentCongestionThreshold.
@@ -60,6 +75,10 @@ pub struct LossDetector {
     loss_rate: f64,
     lost_packets: u64,
     spurious_losses: u64,
+    /// Grows from [`PACKET_THRESHOLD`] with the reordering seen.
+    packet_threshold: u64,
+    /// Shrinks from [`TIME_THRESHOLD_SLACK_SHIFT`] with the reordering seen.
+    time_threshold_slack_shift: u32,
 }
 
 impl LossDetector {
@@ -76,6 +95,8 @@ impl LossDetector {
             loss_rate: 0.0,
             lost_packets: 0,
             spurious_losses: 0,
+            packet_threshold: PACKET_THRESHOLD,
+            time_threshold_slack_shift: TIME_THRESHOLD_SLACK_SHIFT,
         }
     }
 
@@ -89,11 +110,13 @@ impl LossDetector {
     }
 
     /// RFC 9002 section 6.1.2: kTimeThreshold * max(smoothed_rtt, latest_rtt), at least
-    /// kGranularity.
+    /// kGranularity; kTimeThreshold is 9/8 until reordering widens it (see the module
+    /// documentation).
     pub fn loss_delay(&self, rtt: &RttEstimator) -> Duration {
         let (smoothed, _) = self.rtt_or_initial(rtt);
         let base = rtt.latest().map_or(smoothed, |latest| latest.max(smoothed));
-        (base * TIME_THRESHOLD_NUMERATOR / TIME_THRESHOLD_DENOMINATOR).max(GRANULARITY)
+        let slack = base / (1 << self.time_threshold_slack_shift);
+        (base + slack).max(GRANULARITY)
     }
 
     /// RFC 9002 section 6.2.1 without backoff: smoothed_rtt + max(4 * rttvar,
@@ -133,9 +156,42 @@ impl LossDetector {
         }
     }
 
-    /// A packet declared lost was acknowledged after all.
-    pub fn on_spurious_loss(&mut self) {
+    /// Packet `number`, sent at `sent_time` and declared lost, was acknowledged at
+    /// `now` after all, when the largest acknowledged number had been
+    /// `largest_acked_before`. Both thresholds grow until it would not have been
+    /// declared lost (RFC 8985 section 6.2), and the loss leaves the loss rate.
+    pub fn on_spurious_loss(
+        &mut self,
+        now: Instant,
+        number: u64,
+        sent_time: Instant,
+        largest_acked_before: Option<u64>,
+        rtt: &RttEstimator,
+    ) {
         self.spurious_losses += 1;
+        self.loss_rate = (self.loss_rate - LOSS_RATE_WEIGHT).max(0.0);
+        if let Some(largest) = largest_acked_before {
+            let overtaken_by = largest.saturating_sub(number).saturating_add(1);
+            self.packet_threshold = self
+                .packet_threshold
+                .max(overtaken_by.min(MAX_PACKET_THRESHOLD));
+        }
+        let round_trip = now.saturating_duration_since(sent_time);
+        while self.time_threshold_slack_shift > 0 && self.loss_delay(rtt) < round_trip {
+            self.time_threshold_slack_shift -= 1;
+        }
+    }
+
+    /// The largest packet number acknowledged so far.
+    pub fn largest_acked(&self) -> Option<u64> {
+        self.largest_acked
+    }
+
+    /// A packet is lost once a packet sent this many numbers later is acknowledged:
+    /// [`PACKET_THRESHOLD`], grown by the reordering seen up to
+    /// [`MAX_PACKET_THRESHOLD`].
+    pub fn packet_threshold(&self) -> u64 {
+        self.packet_threshold
     }
 
     /// RFC 9002 section 7.6.2: only packets sent after the first RTT sample count
@@ -146,7 +202,7 @@ impl LossDetector {
 
     /// RFC 9002 appendix A.10 `DetectAndRemoveLostPackets`: declares lost every
     /// in-flight packet at or below the largest acknowledged that is
-    /// [`PACKET_THRESHOLD`] numbers older or was sent [`Self::loss_delay`] before `now`,
+    /// [`Self::packet_threshold`] numbers older or was sent [`Self::loss_delay`] before `now`,
     /// hands each to `on_lost`, and arms the loss timer for the earliest remaining one.
     pub fn detect_lost(
         &mut self,
@@ -181,7 +237,7 @@ impl LossDetector {
             }
             let sent_time = sent.packet(index).time;
             let lost_by_time = lost_send_time.is_some_and(|limit| sent_time <= limit);
-            let lost_by_count = largest_acked >= number + PACKET_THRESHOLD;
+            let lost_by_count = largest_acked >= number + self.packet_threshold;
             if !(lost_by_time || lost_by_count) {
                 let deadline = sent_time + loss_delay;
                 self.loss_time = Some(self.loss_time.map_or(deadline, |t| t.min(deadline)));

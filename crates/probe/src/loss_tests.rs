@@ -247,3 +247,64 @@ fn loss_rate_is_a_packet_ewma() {
     let expected = LOSS_RATE_WEIGHT * (1.0 - LOSS_RATE_WEIGHT).powi(128);
     assert!((loss.loss_rate() - expected).abs() < 1e-12);
 }
+
+/// Packets 0..=9 sent every 10 ms, RTT 100 ms. Packet 1 is overtaken by 2..=5 and
+/// declared lost; its acknowledgement comes next. The threshold grows to the five
+/// numbers it was overtaken by, so a packet overtaken by four is no longer lost, and
+/// the spurious loss leaves the loss rate.
+#[test]
+fn a_reordered_packet_raises_the_packet_threshold() {
+    let t0 = Instant::now();
+    let rtt = rtt_of(&[100]);
+    let mut sent = sent_at(t0, &(0..10).map(|pn| pn * 10).collect::<Vec<_>>());
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    ack(&mut sent, &mut loss, &[0, 2, 3, 4, 5]);
+    assert_eq!(detect(&mut loss, t0 + ms(150), &rtt, &mut sent).0, [1]);
+    assert!(loss.loss_rate() > 0.0);
+
+    let largest_acked_before = loss.largest_acked();
+    let one = sent.widen_pn(1).unwrap();
+    loss.on_spurious_loss(t0 + ms(112), one, t0 + ms(10), largest_acked_before, &rtt);
+    assert_eq!(loss.packet_threshold(), 5);
+    assert_eq!(loss.spurious_losses(), 1);
+    assert_eq!(loss.loss_rate(), 0.0);
+    assert_eq!(loss.loss_delay(&rtt), us(112_500), "its round trip fitted");
+
+    // 6 is overtaken by 7..=9: lost at a threshold of 3, not at 5.
+    ack(&mut sent, &mut loss, &[7, 8, 9]);
+    assert_eq!(
+        detect(&mut loss, t0 + ms(160), &rtt, &mut sent).0,
+        Vec::<u32>::new()
+    );
+}
+
+/// A spurious loss whose acknowledgement came later than the time threshold widens
+/// the threshold until its round trip fits, up to twice the RTT.
+#[test]
+fn a_late_acknowledgement_widens_the_time_threshold() {
+    let t0 = Instant::now();
+    let rtt = rtt_of(&[100]);
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    loss.on_spurious_loss(t0 + ms(140), 0, t0, Some(1), &rtt);
+    assert_eq!(loss.loss_delay(&rtt), ms(150), "RTT + RTT / 2");
+    assert_eq!(
+        loss.packet_threshold(),
+        PACKET_THRESHOLD,
+        "overtaken by one"
+    );
+    loss.on_spurious_loss(t0 + ms(400), 0, t0, Some(1), &rtt);
+    assert_eq!(loss.loss_delay(&rtt), ms(200), "at most twice the RTT");
+}
+
+/// However far a late acknowledgement says a packet was overtaken, the packet
+/// threshold stops at its cap.
+#[test]
+fn the_packet_threshold_is_capped() {
+    let t0 = Instant::now();
+    let rtt = rtt_of(&[100]);
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    loss.on_spurious_loss(t0 + ms(50), 7, t0, Some(u64::MAX), &rtt);
+    assert_eq!(loss.packet_threshold(), MAX_PACKET_THRESHOLD);
+    loss.on_spurious_loss(t0 + ms(50), 7, t0, None, &rtt);
+    assert_eq!(loss.packet_threshold(), MAX_PACKET_THRESHOLD);
+}

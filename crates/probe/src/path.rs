@@ -195,6 +195,7 @@ impl<C: Controller> PathProbe<C> {
                 newest_owd_sent = Some(sent_time);
             }
         }
+        let largest_acked_before = self.loss.largest_acked();
         self.loss.on_ack_received(largest);
 
         let mut newest_acked_app_limited = false;
@@ -221,7 +222,13 @@ impl<C: Controller> PathProbe<C> {
                             newest_acked_app_limited = packet.app_limited;
                         }
                     }
-                    AckOutcome::AfterLoss => self.loss.on_spurious_loss(),
+                    AckOutcome::AfterLoss => self.loss.on_spurious_loss(
+                        now,
+                        self.sent.number(index),
+                        self.sent.packet(index).time,
+                        largest_acked_before,
+                        &self.rtt,
+                    ),
                     AckOutcome::Already => {}
                 }
                 index += 1;
@@ -273,7 +280,7 @@ impl<C: Controller> PathProbe<C> {
                 index += 1;
             }
         }
-        self.sent.compact();
+        self.compact_sent(now);
 
         result.liveness_change = self.heard(now);
         result
@@ -323,8 +330,16 @@ impl<C: Controller> PathProbe<C> {
                 round.lost_bytes,
             );
         }
-        self.sent.compact();
+        self.compact_sent(now);
         round
+    }
+
+    /// Drops settled packets from the record. A lost one is kept for a probe timeout
+    /// after it was sent: an acknowledgement until then shows the path reordered it
+    /// (`LossDetector::on_spurious_loss`).
+    fn compact_sent(&mut self, now: Instant) {
+        let keep_lost_sent_since = now.checked_sub(self.loss.pto_base(&self.rtt));
+        self.sent.compact(keep_lost_sent_since);
     }
 
     /// When [`Self::handle_timeout`] must run next: the earliest of the loss timer or
@@ -380,7 +395,9 @@ impl<C: Controller> PathProbe<C> {
                 });
             }
         }
-        self.sent.compact();
+        // A path that went down and came back acknowledges these late, which says
+        // nothing about its reordering.
+        self.sent.compact(None);
         self.loss.clear_loss_timer();
         self.liveness.on_in_flight_drained();
     }
@@ -514,6 +531,7 @@ impl<C: Controller> PathProbe<C> {
             loss_rate: self.loss.loss_rate(),
             lost_packets: self.loss.lost_packets(),
             spurious_losses: self.loss.spurious_losses(),
+            packet_threshold: self.loss.packet_threshold(),
             pto_count: self.loss.pto_count(),
             liveness: self.liveness.state(),
             ..PathStats::new(self.counters, &self.rtt, since_last_received)

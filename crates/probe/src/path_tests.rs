@@ -3,7 +3,7 @@ use std::collections::VecDeque;
 use super::*;
 use crate::ack::AckRanges;
 use crate::liveness::{DOWN_FLOOR, SUSPECT_AFTER_PTOS};
-use crate::loss::INITIAL_RTT;
+use crate::loss::{INITIAL_RTT, PACKET_THRESHOLD};
 
 use Liveness::{Active, Down, Probing, Suspect};
 
@@ -590,4 +590,41 @@ fn packets_sent_into_the_idle_path_measure_its_jitter() {
     path.on_sent(sent, 5, DATAGRAM, Some(2), false);
     path.on_ack(sent + ms(90), &ack_of(&[(4, 5)], ms(0), 60_000), &mut lost);
     assert_eq!(path.jitter(), Some(ms(15)));
+}
+
+/// A path that reordered a packet: it is declared lost when four later ones are
+/// acknowledged, then acknowledged itself. The record kept it, so the loss shows as
+/// spurious, and the next packet overtaken by as many is not declared lost.
+#[test]
+fn a_packet_acknowledged_after_its_loss_teaches_the_path_its_reordering() {
+    let t0 = Instant::now();
+    let mut path = probe(t0);
+    for pn in 0..12u32 {
+        path.on_sent(t0 + ms(u64::from(pn)), pn, DATAGRAM, Some(100 + pn), false);
+    }
+    let mut lost = Vec::new();
+    let result = path.on_ack(
+        t0 + ms(52),
+        &ack_of(&[(2, 5), (0, 0)], ms(0), 20_000),
+        &mut lost,
+    );
+    assert_eq!(result.lost_packets, 1);
+    assert_eq!(lost.iter().map(|packet| packet.pn).collect::<Vec<_>>(), [1]);
+    assert_eq!(path.stats(t0 + ms(52)).packet_threshold, PACKET_THRESHOLD);
+
+    let result = path.on_ack(t0 + ms(53), &ack_of(&[(0, 5)], ms(0), 20_000), &mut lost);
+    assert_eq!(result.acked_packets, 0, "it counted as lost already");
+    let stats = path.stats(t0 + ms(53));
+    assert_eq!(stats.spurious_losses, 1);
+    assert_eq!(stats.packet_threshold, 5, "overtaken by 2..=5");
+
+    // 6 is overtaken by 7..=10: lost at the first threshold, not now.
+    lost.clear();
+    let result = path.on_ack(
+        t0 + ms(62),
+        &ack_of(&[(7, 10), (0, 5)], ms(0), 20_000),
+        &mut lost,
+    );
+    assert_eq!((result.acked_packets, result.lost_packets), (4, 0));
+    assert!(lost.is_empty());
 }

@@ -195,13 +195,15 @@ impl SentPackets {
         Some(entry.packet)
     }
 
-    /// Pops settled entries off the front.
-    pub(crate) fn compact(&mut self) {
-        while self
-            .entries
-            .front()
-            .is_some_and(|entry| matches!(entry.state, PacketState::Acked | PacketState::Lost))
-        {
+    /// Pops settled entries off the front. A lost packet sent at or after
+    /// `keep_lost_sent_since` stays (none stays when that is `None`): a late
+    /// acknowledgement of it shows the loss was spurious.
+    pub(crate) fn compact(&mut self, keep_lost_sent_since: Option<Instant>) {
+        while self.entries.front().is_some_and(|entry| match entry.state {
+            PacketState::Acked => true,
+            PacketState::Lost => keep_lost_sent_since.is_none_or(|since| entry.packet.time < since),
+            PacketState::InFlight | PacketState::AckedNow => false,
+        }) {
             self.entries.pop_front();
         }
     }
@@ -241,12 +243,21 @@ mod tests {
         let index = sent.index_of(zero).unwrap();
         assert_eq!(sent.mark_acked_now(index), AckOutcome::Newly);
         assert_eq!(sent.mark_acked_now(index), AckOutcome::Already);
-        sent.compact();
+        sent.compact(None);
         assert_eq!(sent.len(), 4, "the front is still in flight");
         assert_eq!(sent.mark_lost(0).map(|p| p.pn), Some(u32::MAX - 1));
         assert_eq!(sent.mark_lost(1).map(|p| p.pn), Some(u32::MAX));
         assert!(sent.settle_acked(2));
-        sent.compact();
+        sent.compact(Some(packet(t0, u32::MAX - 1).time));
+        assert_eq!(
+            sent.len(),
+            4,
+            "lost packets stay for a late acknowledgement"
+        );
+        sent.compact(Some(packet(t0, u32::MAX).time));
+        assert_eq!(sent.len(), 3);
+        assert_eq!(sent.number(0), zero - 1, "the later lost packet stays");
+        sent.compact(None);
         assert_eq!(sent.len(), 1);
         assert_eq!(sent.bytes_in_flight(), 100);
         assert_eq!(sent.packets_in_flight(), 1);

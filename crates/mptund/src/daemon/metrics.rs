@@ -289,6 +289,12 @@ const PATH_METRICS: &[Metric<PathReport>] = &[
         value: Value::Counter(|p| p.lost_packets),
     },
     Metric {
+        name: "mptund_path_spurious_losses",
+        help: "Packets of the path declared lost and acknowledged later (reordered).",
+        unit: None,
+        value: Value::Counter(|p| p.spurious_losses),
+    },
+    Metric {
         name: "mptund_path_sent_packets",
         help: "Datagrams sent on the path (data, acknowledgements, probes).",
         unit: None,

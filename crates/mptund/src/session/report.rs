@@ -119,6 +119,11 @@ pub struct PathReport {
     pub owd_trend_us_per_s: Option<f64>,
     pub loss_rate: f64,
     pub lost_packets: u64,
+    /// Packets declared lost and acknowledged later: the path reordered them.
+    pub spurious_losses: u64,
+    /// Packets sent later that must be acknowledged before one is declared lost; more
+    /// than 3 once the path reordered.
+    pub packet_threshold: u64,
     /// Data datagrams of this path re-sent on another path.
     pub reinjected_away: u64,
     /// Bulk packets the scheduler's capacity shares placed on this path rather than
@@ -178,6 +183,8 @@ impl PathReport {
             owd_trend_us_per_s: stats.owd_trend_us_per_s,
             loss_rate: stats.loss_rate,
             lost_packets: stats.lost_packets,
+            spurious_losses: stats.spurious_losses,
+            packet_threshold: stats.packet_threshold,
             reinjected_away: path.reinjected_away,
             share_floor_packets: share.floor_packets,
             share_floor_rate_bytes_per_s: share.floor_rate_bytes_per_sec,
