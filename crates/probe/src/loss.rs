@@ -27,7 +27,8 @@ use crate::sent::{PacketState, SentPacket, SentPackets};
 /// [`LossDetector::packet_threshold`].
 pub const PACKET_THRESHOLD: u64 = 3;
 /// The most a path's packet threshold grows to. The time threshold still declares a
-/// loss about an eighth of an RTT late, so a high count costs little.
+/// loss at most one RTT after its acknowledgement was due, so a high count costs
+/// little.
 pub const MAX_PACKET_THRESHOLD: u64 = 256;
 /// RFC 9002 section 6.1.2, kTimeThreshold = 9/8: the RTT plus an eighth of it, the
 /// slack being the RTT shifted right by this much. Spurious losses shift it down to 0:
