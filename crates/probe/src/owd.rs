@@ -194,8 +194,8 @@ impl OwdEstimator {
 
     /// The spread of the one-way delay of packets sent into an idle path (see the
     /// module docs): estimated from the second largest and the smallest of the last
-    /// [`QUIET_SAMPLES`], of those sent within [`QUIET_WINDOW`] of the newest, as last
-    /// measured. `None` until [`QUIET_MIN_SAMPLES`] came within that window. A loaded
+    /// [`QUIET_SAMPLES`], of those sent within `QUIET_WINDOW` of the newest, as last
+    /// measured. `None` until `QUIET_MIN_SAMPLES` came within that window. A loaded
     /// path sends nothing into an idle path and keeps the jitter it measured last.
     pub fn jitter(&self) -> Option<Duration> {
         self.jitter
