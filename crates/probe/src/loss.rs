@@ -158,20 +158,19 @@ impl LossDetector {
     }
 
     /// Packet `number`, sent at `sent_time` and declared lost, was acknowledged at
-    /// `now` after all, when the largest acknowledged number had been
-    /// `largest_acked_before`. Both thresholds grow until it would not have been
+    /// `now` after all; call it before [`Self::on_ack_received`] for the
+    /// acknowledgement that says so. Both thresholds grow until it would not have been
     /// declared lost (RFC 8985 section 6.2), and the loss leaves the loss rate.
     pub fn on_spurious_loss(
         &mut self,
         now: Instant,
         number: u64,
         sent_time: Instant,
-        largest_acked_before: Option<u64>,
         rtt: &RttEstimator,
     ) {
         self.spurious_losses += 1;
         self.loss_rate = (self.loss_rate - LOSS_RATE_WEIGHT).max(0.0);
-        if let Some(largest) = largest_acked_before {
+        if let Some(largest) = self.largest_acked {
             let overtaken_by = largest.saturating_sub(number).saturating_add(1);
             self.packet_threshold = self
                 .packet_threshold
@@ -181,11 +180,6 @@ impl LossDetector {
         while self.time_threshold_slack_shift > 0 && self.loss_delay(rtt) < round_trip {
             self.time_threshold_slack_shift -= 1;
         }
-    }
-
-    /// The largest packet number acknowledged so far.
-    pub fn largest_acked(&self) -> Option<u64> {
-        self.largest_acked
     }
 
     /// A packet is lost once a packet sent this many numbers later is acknowledged:

@@ -262,9 +262,8 @@ fn a_reordered_packet_raises_the_packet_threshold() {
     assert_eq!(detect(&mut loss, t0 + ms(150), &rtt, &mut sent).0, [1]);
     assert!(loss.loss_rate() > 0.0);
 
-    let largest_acked_before = loss.largest_acked();
     let one = sent.widen_pn(1).unwrap();
-    loss.on_spurious_loss(t0 + ms(112), one, t0 + ms(10), largest_acked_before, &rtt);
+    loss.on_spurious_loss(t0 + ms(112), one, t0 + ms(10), &rtt);
     assert_eq!(loss.packet_threshold(), 5);
     assert_eq!(loss.spurious_losses(), 1);
     assert_eq!(loss.loss_rate(), 0.0);
@@ -285,14 +284,15 @@ fn a_late_acknowledgement_widens_the_time_threshold() {
     let t0 = Instant::now();
     let rtt = rtt_of(&[100]);
     let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
-    loss.on_spurious_loss(t0 + ms(140), 0, t0, Some(1), &rtt);
+    loss.on_ack_received(1);
+    loss.on_spurious_loss(t0 + ms(140), 0, t0, &rtt);
     assert_eq!(loss.loss_delay(&rtt), ms(150), "RTT + RTT / 2");
     assert_eq!(
         loss.packet_threshold(),
         PACKET_THRESHOLD,
         "overtaken by one"
     );
-    loss.on_spurious_loss(t0 + ms(400), 0, t0, Some(1), &rtt);
+    loss.on_spurious_loss(t0 + ms(400), 0, t0, &rtt);
     assert_eq!(loss.loss_delay(&rtt), ms(200), "at most twice the RTT");
 }
 
@@ -303,8 +303,9 @@ fn the_packet_threshold_is_capped() {
     let t0 = Instant::now();
     let rtt = rtt_of(&[100]);
     let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
-    loss.on_spurious_loss(t0 + ms(50), 7, t0, Some(u64::MAX), &rtt);
+    loss.on_ack_received(u64::MAX);
+    loss.on_spurious_loss(t0 + ms(50), 7, t0, &rtt);
     assert_eq!(loss.packet_threshold(), MAX_PACKET_THRESHOLD);
-    loss.on_spurious_loss(t0 + ms(50), 7, t0, None, &rtt);
+    loss.on_spurious_loss(t0 + ms(50), 8, t0, &rtt);
     assert_eq!(loss.packet_threshold(), MAX_PACKET_THRESHOLD);
 }

@@ -195,8 +195,6 @@ impl<C: Controller> PathProbe<C> {
                 newest_owd_sent = Some(sent_time);
             }
         }
-        let largest_acked_before = self.loss.largest_acked();
-        self.loss.on_ack_received(largest);
 
         let mut newest_acked_app_limited = false;
         for (first_pn, last_pn) in ack.ranges.iter() {
@@ -226,7 +224,6 @@ impl<C: Controller> PathProbe<C> {
                         now,
                         self.sent.number(index),
                         self.sent.packet(index).time,
-                        largest_acked_before,
                         &self.rtt,
                     ),
                     AckOutcome::Already => {}
@@ -234,6 +231,9 @@ impl<C: Controller> PathProbe<C> {
                 index += 1;
             }
         }
+        // After the marking: a spurious loss measures how far its packet was
+        // overtaken against what was acknowledged before this acknowledgement.
+        self.loss.on_ack_received(largest);
         self.loss.on_packets_newly_acked(result.acked_packets);
         if result.acked_packets > 0 {
             self.pto_probe_pending = false;

@@ -105,13 +105,19 @@ fn ack_of(ranges: &[(u32, u32)], ack_delay: Duration, owd_raw_us: u32) -> AckSum
     }
 }
 
+/// Data packets 0..`count`, packet n sent n ms after `t0` carrying session sequence
+/// number 100 + n.
+fn send_data_every_millisecond(path: &mut PathProbe<FixedWindow>, t0: Instant, count: u32) {
+    for pn in 0..count {
+        path.on_sent(t0 + ms(u64::from(pn)), pn, DATAGRAM, Some(100 + pn), false);
+    }
+}
+
 #[test]
 fn ack_stream_with_a_loss() {
     let t0 = Instant::now();
     let mut path = probe(t0);
-    for pn in 0..10u32 {
-        path.on_sent(t0 + ms(u64::from(pn)), pn, DATAGRAM, Some(100 + pn), false);
-    }
+    send_data_every_millisecond(&mut path, t0, 10);
     assert_eq!(path.bytes_in_flight(), 10 * DATAGRAM);
     assert_eq!(path.controller().sent_calls, 10);
     let mut lost = Vec::new();
@@ -599,9 +605,7 @@ fn packets_sent_into_the_idle_path_measure_its_jitter() {
 fn a_packet_acknowledged_after_its_loss_teaches_the_path_its_reordering() {
     let t0 = Instant::now();
     let mut path = probe(t0);
-    for pn in 0..12u32 {
-        path.on_sent(t0 + ms(u64::from(pn)), pn, DATAGRAM, Some(100 + pn), false);
-    }
+    send_data_every_millisecond(&mut path, t0, 12);
     let mut lost = Vec::new();
     let result = path.on_ack(
         t0 + ms(52),
