@@ -51,6 +51,8 @@ pub struct LinkConfig {
     pub jitter: Duration,
     /// Let jitter reorder packets of this path (off: releases stay in FIFO order).
     pub allow_reordering: bool,
+    /// With `allow_reordering`: FIFO again from this long after the epoch on.
+    pub reorder_until: Option<Duration>,
     pub queue_limit_bytes: usize,
     pub loss_probability: f64,
     pub gilbert_elliott: Option<GilbertElliottConfig>,
@@ -72,6 +74,7 @@ impl LinkConfig {
             delay,
             jitter: Duration::ZERO,
             allow_reordering: false,
+            reorder_until: None,
             queue_limit_bytes: usize::MAX,
             loss_probability: 0.0,
             gilbert_elliott: None,
@@ -407,7 +410,12 @@ impl<P> Link<P> {
             Duration::from_secs_f64((delay.as_secs_f64() + offset).max(0.0))
         };
         let mut release_at = departed + jittered;
-        if !self.config.allow_reordering {
+        let reorders = self.config.allow_reordering
+            && self
+                .config
+                .reorder_until
+                .is_none_or(|until| since_start < until);
+        if !reorders {
             release_at = release_at.max(self.last_release);
         }
         self.last_release = self.last_release.max(release_at);

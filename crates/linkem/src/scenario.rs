@@ -78,6 +78,9 @@ pub struct LinkSpec {
     pub delay_ms: Option<f64>,
     pub jitter_ms: Option<f64>,
     pub allow_reordering: Option<bool>,
+    /// With `allow_reordering`: jitter reorders only until this long after the start
+    /// (a handover that ends); FIFO after.
+    pub reorder_until_ms: Option<u64>,
     pub queue_bytes: Option<u64>,
     /// Queue size as milliseconds of the (scaled) rate; used when `queue_bytes` is absent.
     pub queue_ms: Option<f64>,
@@ -105,6 +108,7 @@ impl LinkSpec {
             delay_ms,
             jitter_ms,
             allow_reordering,
+            reorder_until_ms,
             queue_bytes,
             queue_ms,
             loss_percent,
@@ -440,11 +444,19 @@ fn resolve_link(
             loss_in_bad: probability("gilbert_elliott.loss_in_bad", ge.loss_in_bad)?,
         }),
     };
+    let allow_reordering = spec.allow_reordering.unwrap_or(false);
+    if spec.reorder_until_ms.is_some() && !allow_reordering {
+        return Err(ResolveError::Invalid(
+            "reorder_until_ms only bounds reordering; set allow_reordering = true or remove it"
+                .into(),
+        ));
+    }
     Ok(LinkConfig {
         rate_bit_per_s,
         delay: milliseconds("delay_ms", spec.delay_ms)?,
         jitter: milliseconds("jitter_ms", spec.jitter_ms)?,
-        allow_reordering: spec.allow_reordering.unwrap_or(false),
+        allow_reordering,
+        reorder_until: spec.reorder_until_ms.map(Duration::from_millis),
         queue_limit_bytes: usize::try_from(queue_limit_bytes).unwrap_or(usize::MAX),
         loss_probability: probability(
             "loss_percent / 100",
@@ -540,6 +552,19 @@ mod tests {
         let error = Scenario::parse(missing_trace, Path::new("x.toml"), None, &no_files)
             .expect_err("no file");
         assert!(error.to_string().contains("nope.csv"), "{error}");
+        let bound_without_reordering =
+            "name = \"x\"\n[[paths]]\nname = \"a\"\njitter_ms = 2\nreorder_until_ms = 3000\n";
+        let error = Scenario::parse(
+            bound_without_reordering,
+            Path::new("x.toml"),
+            None,
+            &no_files,
+        )
+        .expect_err("nothing to bound");
+        assert!(
+            error.to_string().contains("allow_reordering = true"),
+            "{error}"
+        );
     }
 
     #[test]

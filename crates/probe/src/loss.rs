@@ -16,6 +16,12 @@
 //! stops reporting each late packet as a loss: every such loss cost a needless
 //! re-send on another path and counted towards the loss rate that the delay-rate
 //! controller takes for congestion above 2 %.
+//!
+//! What was learned is forgotten as RACK forgets it (RFC 8985 section 6.2, step 4):
+//! after [`REORDERING_PERSISTENCE`] loss detection rounds that found losses while no
+//! packet came later than the starting thresholds allow, both return to their
+//! starting values. A path that reordered once, in a handover, then finds its genuine
+//! losses as early as before; a path that keeps reordering keeps its thresholds.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +41,10 @@ pub const MAX_PACKET_THRESHOLD: u64 = 256;
 /// twice the RTT, RACK's cap of the reordering window at one RTT (RFC 8985 section
 /// 6.2).
 pub const TIME_THRESHOLD_SLACK_SHIFT: u32 = 3;
+/// RFC 8985 section 6.2, reo_wnd_persist: the thresholds return to their starting
+/// values after this many rounds that found losses without any reordering beyond
+/// the starting values in between.
+pub const REORDERING_PERSISTENCE: u32 = 16;
 /// RFC 9002 section 6.1.2, kGranularity: the recommended 1 ms timer granularity.
 pub const GRANULARITY: Duration = Duration::from_millis(1);
 /// RFC 9002 section 7.6.1, kPersistentCongestionThreshold.
@@ -80,6 +90,9 @@ pub struct LossDetector {
     packet_threshold: u64,
     /// Shrinks from [`TIME_THRESHOLD_SLACK_SHIFT`] with the reordering seen.
     time_threshold_slack_shift: u32,
+    /// Loss-finding rounds left before both thresholds return to their starting
+    /// values; 0 while they are there.
+    reordering_rounds_left: u32,
 }
 
 impl LossDetector {
@@ -98,6 +111,7 @@ impl LossDetector {
             spurious_losses: 0,
             packet_threshold: PACKET_THRESHOLD,
             time_threshold_slack_shift: TIME_THRESHOLD_SLACK_SHIFT,
+            reordering_rounds_left: 0,
         }
     }
 
@@ -114,9 +128,13 @@ impl LossDetector {
     /// kGranularity; kTimeThreshold is 9/8 until reordering widens it (see the module
     /// documentation).
     pub fn loss_delay(&self, rtt: &RttEstimator) -> Duration {
+        self.loss_delay_with_slack_shift(rtt, self.time_threshold_slack_shift)
+    }
+
+    fn loss_delay_with_slack_shift(&self, rtt: &RttEstimator, slack_shift: u32) -> Duration {
         let (smoothed, _) = self.rtt_or_initial(rtt);
         let base = rtt.latest().map_or(smoothed, |latest| latest.max(smoothed));
-        let slack = base / (1 << self.time_threshold_slack_shift);
+        let slack = base / (1 << slack_shift);
         (base + slack).max(GRANULARITY)
     }
 
@@ -179,6 +197,45 @@ impl LossDetector {
         let round_trip = now.saturating_duration_since(sent_time);
         while self.time_threshold_slack_shift > 0 && self.loss_delay(rtt) < round_trip {
             self.time_threshold_slack_shift -= 1;
+        }
+        self.reordering_rounds_left = REORDERING_PERSISTENCE;
+    }
+
+    /// Packet `number`, sent at `sent_time`, was acknowledged at `now` while in
+    /// flight, after a later one; call it before [`Self::on_ack_received`] for this
+    /// acknowledgement. Had the starting thresholds declared it lost, the reordering
+    /// learned is still needed, and the countdown to forgetting it starts again.
+    pub fn on_overtaken_ack(
+        &mut self,
+        now: Instant,
+        number: u64,
+        sent_time: Instant,
+        rtt: &RttEstimator,
+    ) {
+        let Some(largest) = self.largest_acked else {
+            return;
+        };
+        if self.reordering_rounds_left == 0 || number >= largest {
+            return;
+        }
+        let beyond_packet_threshold = largest - number >= PACKET_THRESHOLD;
+        let beyond_time_threshold = now.saturating_duration_since(sent_time)
+            > self.loss_delay_with_slack_shift(rtt, TIME_THRESHOLD_SLACK_SHIFT);
+        if beyond_packet_threshold || beyond_time_threshold {
+            self.reordering_rounds_left = REORDERING_PERSISTENCE;
+        }
+    }
+
+    /// A detection round found losses: one round closer to forgetting the reordering
+    /// learned (RFC 8985 section 6.2, step 4).
+    fn count_round_towards_forgetting(&mut self) {
+        if self.reordering_rounds_left == 0 {
+            return;
+        }
+        self.reordering_rounds_left -= 1;
+        if self.reordering_rounds_left == 0 {
+            self.packet_threshold = PACKET_THRESHOLD;
+            self.time_threshold_slack_shift = TIME_THRESHOLD_SLACK_SHIFT;
         }
     }
 
@@ -257,6 +314,9 @@ impl LossDetector {
                     round.persistent_congestion = true;
                 }
             }
+        }
+        if round.lost_packets > 0 {
+            self.count_round_towards_forgetting();
         }
         round
     }

@@ -12,7 +12,7 @@ const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 
 /// Sends one 1000-byte packet per entry of `send_offsets_ms`, numbered from 0.
 fn sent_at(t0: Instant, send_offsets_ms: &[u64]) -> SentPackets {
-    let mut sent = SentPackets::with_capacity(16);
+    let mut sent = SentPackets::with_capacity(send_offsets_ms.len().max(16));
     for (pn, &offset) in send_offsets_ms.iter().enumerate() {
         let time = t0 + ms(offset);
         assert!(sent.push(SentPacket {
@@ -308,4 +308,119 @@ fn the_packet_threshold_is_capped() {
     assert_eq!(loss.packet_threshold(), MAX_PACKET_THRESHOLD);
     loss.on_spurious_loss(t0 + ms(50), 8, t0, &rtt);
     assert_eq!(loss.packet_threshold(), MAX_PACKET_THRESHOLD);
+}
+
+/// Packets 0..=199 sent a millisecond apart with an RTT of one second, so only the
+/// packet threshold finds losses. Packet 1 was overtaken by 2..=5, declared lost and
+/// acknowledged: the packet threshold is 5, and packets from 6 on are in flight.
+struct ReorderedOnce {
+    sent: SentPackets,
+    loss: LossDetector,
+    rtt: RttEstimator,
+    now: Instant,
+}
+
+impl ReorderedOnce {
+    fn new(t0: Instant) -> Self {
+        let rtt = rtt_of(&[1000]);
+        let mut sent = sent_at(t0, &(0..200).collect::<Vec<_>>());
+        let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+        let now = t0 + ms(300);
+        ack(&mut sent, &mut loss, &[0, 2, 3, 4, 5]);
+        assert_eq!(detect(&mut loss, now, &rtt, &mut sent).0, [1]);
+        let one = sent.widen_pn(1).unwrap();
+        loss.on_spurious_loss(now, one, t0 + ms(1), &rtt);
+        assert_eq!(loss.packet_threshold(), 5);
+        Self {
+            sent,
+            loss,
+            rtt,
+            now,
+        }
+    }
+
+    /// Genuine losses found in order from packet `first`: each round loses one
+    /// packet, overtaken by the five after it. Returns the next packet to use.
+    fn lose_in_order(&mut self, first: u32, rounds: u32) -> u32 {
+        let mut next = first;
+        for _ in 0..rounds {
+            ack(
+                &mut self.sent,
+                &mut self.loss,
+                &(next + 1..=next + 5).collect::<Vec<_>>(),
+            );
+            let lost = detect(&mut self.loss, self.now, &self.rtt, &mut self.sent).0;
+            assert_eq!(lost, [next]);
+            next += 6;
+        }
+        next
+    }
+
+    /// Packet `pn` is overtaken by the `by` packets after it, fewer than the learned
+    /// threshold, then acknowledged in flight.
+    fn acknowledge_overtaken(&mut self, pn: u32, by: u32) {
+        ack(
+            &mut self.sent,
+            &mut self.loss,
+            &(pn + 1..=pn + by).collect::<Vec<_>>(),
+        );
+        assert!(detect(&mut self.loss, self.now, &self.rtt, &mut self.sent)
+            .0
+            .is_empty());
+        let number = self.sent.widen_pn(pn).unwrap();
+        let sent_time = self.sent.packet(self.sent.index_of(number).unwrap()).time;
+        self.loss
+            .on_overtaken_ack(self.now, number, sent_time, &self.rtt);
+        ack(&mut self.sent, &mut self.loss, &[pn]);
+    }
+}
+
+/// A path that reordered once and then lost packets in order: the thresholds return
+/// to their starting values after REORDERING_PERSISTENCE rounds that found losses.
+#[test]
+fn the_reordering_learned_is_forgotten_after_rounds_of_in_order_losses() {
+    let mut path = ReorderedOnce::new(Instant::now());
+    let next = path.lose_in_order(6, REORDERING_PERSISTENCE - 1);
+    assert_eq!(path.loss.packet_threshold(), 5, "one round short");
+    let next = path.lose_in_order(next, 1);
+    assert_eq!(path.loss.packet_threshold(), PACKET_THRESHOLD);
+    assert_eq!(path.loss.loss_delay(&path.rtt), us(1_125_000));
+
+    // Overtaken by three is a loss again.
+    ack(
+        &mut path.sent,
+        &mut path.loss,
+        &[next + 1, next + 2, next + 3],
+    );
+    let lost = detect(&mut path.loss, path.now, &path.rtt, &mut path.sent).0;
+    assert_eq!(lost, [next]);
+}
+
+/// A packet overtaken by more than the starting threshold allows, and acknowledged in
+/// flight, shows the learned threshold is still needed: the countdown starts again.
+/// One overtaken by less than that does not.
+#[test]
+fn reordering_beyond_the_starting_thresholds_keeps_what_was_learned() {
+    let t0 = Instant::now();
+    let mut path = ReorderedOnce::new(t0);
+    let next = path.lose_in_order(6, REORDERING_PERSISTENCE - 1);
+    path.acknowledge_overtaken(next, 2);
+    path.lose_in_order(next + 3, 1);
+    assert_eq!(
+        path.loss.packet_threshold(),
+        PACKET_THRESHOLD,
+        "the countdown ran out"
+    );
+
+    let mut path = ReorderedOnce::new(t0);
+    let next = path.lose_in_order(6, REORDERING_PERSISTENCE - 1);
+    path.acknowledge_overtaken(next, 4);
+    let next = path.lose_in_order(next + 5, REORDERING_PERSISTENCE - 1);
+    assert_eq!(
+        path.loss.packet_threshold(),
+        5,
+        "the countdown started again"
+    );
+    path.lose_in_order(next, 1);
+    assert_eq!(path.loss.packet_threshold(), PACKET_THRESHOLD);
 }

@@ -212,11 +212,13 @@ impl<C: Controller> PathProbe<C> {
                 match self.sent.mark_acked_now(index) {
                     AckOutcome::Newly => {
                         let packet = *self.sent.packet(index);
-                        self.rate
-                            .on_packet_acked(now, self.sent.number(index), &packet);
+                        let number = self.sent.number(index);
+                        self.rate.on_packet_acked(now, number, &packet);
+                        self.loss
+                            .on_overtaken_ack(now, number, packet.time, &self.rtt);
                         result.acked_packets += 1;
                         result.acked_bytes += packet.bytes;
-                        if self.sent.number(index) == largest {
+                        if number == largest {
                             newest_acked_app_limited = packet.app_limited;
                         }
                     }
@@ -231,8 +233,8 @@ impl<C: Controller> PathProbe<C> {
                 index += 1;
             }
         }
-        // After the marking: a spurious loss measures how far its packet was
-        // overtaken against what was acknowledged before this acknowledgement.
+        // After the marking: a spurious loss or an overtaken packet measures how far
+        // it was overtaken against what was acknowledged before this acknowledgement.
         self.loss.on_ack_received(largest);
         self.loss.on_packets_newly_acked(result.acked_packets);
         if result.acked_packets > 0 {

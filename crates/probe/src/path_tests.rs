@@ -3,7 +3,7 @@ use std::collections::VecDeque;
 use super::*;
 use crate::ack::AckRanges;
 use crate::liveness::{DOWN_FLOOR, SUSPECT_AFTER_PTOS};
-use crate::loss::{INITIAL_RTT, PACKET_THRESHOLD};
+use crate::loss::{INITIAL_RTT, PACKET_THRESHOLD, REORDERING_PERSISTENCE};
 
 use Liveness::{Active, Down, Probing, Suspect};
 
@@ -631,4 +631,67 @@ fn a_packet_acknowledged_after_its_loss_teaches_the_path_its_reordering() {
     );
     assert_eq!((result.acked_packets, result.lost_packets), (4, 0));
     assert!(lost.is_empty());
+}
+
+/// Acknowledges `ranges` a millisecond after `clock`, and returns what was declared
+/// lost.
+fn ack_a_tick_later(
+    path: &mut PathProbe<FixedWindow>,
+    clock: &mut Instant,
+    ranges: &[(u32, u32)],
+) -> Vec<u32> {
+    *clock += ms(1);
+    let mut lost = Vec::new();
+    path.on_ack(*clock, &ack_of(ranges, ms(0), 20_000), &mut lost);
+    lost.iter().map(|packet| packet.pn).collect()
+}
+
+/// From packet `first` on, `rounds` acknowledgements that each find one packet lost,
+/// overtaken by the five after it. Returns the next packet to use.
+fn lose_in_order(
+    path: &mut PathProbe<FixedWindow>,
+    clock: &mut Instant,
+    first: u32,
+    rounds: u32,
+) -> u32 {
+    let mut next = first;
+    for _ in 0..rounds {
+        assert_eq!(
+            ack_a_tick_later(path, clock, &[(next + 1, next + 5)]),
+            [next]
+        );
+        next += 6;
+    }
+    next
+}
+
+/// A path that reordered once forgets it after REORDERING_PERSISTENCE acknowledgements
+/// that found losses in order, unless a packet overtaken beyond the starting threshold
+/// shows the reordering goes on. Packets are acknowledged 100-300 ms after they were
+/// sent, so only the packet threshold finds losses.
+#[test]
+fn a_path_forgets_reordering_it_no_longer_sees() {
+    let t0 = Instant::now();
+    let mut path = probe(t0);
+    send_data_every_millisecond(&mut path, t0, 210);
+    let mut clock = t0 + ms(300);
+    assert_eq!(
+        ack_a_tick_later(&mut path, &mut clock, &[(2, 5), (0, 0)]),
+        [1]
+    );
+    ack_a_tick_later(&mut path, &mut clock, &[(1, 1)]);
+    assert_eq!(path.stats(clock).packet_threshold, 5);
+
+    let next = lose_in_order(&mut path, &mut clock, 6, REORDERING_PERSISTENCE - 1);
+    // `next` is overtaken by four: no loss at a threshold of 5, a loss at 3.
+    assert!(ack_a_tick_later(&mut path, &mut clock, &[(next + 1, next + 4)]).is_empty());
+    ack_a_tick_later(&mut path, &mut clock, &[(next, next)]);
+    let next = lose_in_order(&mut path, &mut clock, next + 5, REORDERING_PERSISTENCE - 1);
+    assert_eq!(
+        path.stats(clock).packet_threshold,
+        5,
+        "the countdown started again"
+    );
+    lose_in_order(&mut path, &mut clock, next, 1);
+    assert_eq!(path.stats(clock).packet_threshold, PACKET_THRESHOLD);
 }
