@@ -20,10 +20,12 @@
 //! - `min_rtt`: the smallest RTT sample of the last 10 s (BBR's RTprop filter). There is
 //!   no ProbeRTT state: the delay guard below keeps the queue short, so fresh samples
 //!   near the propagation delay keep coming.
-//! - BDP = `max_rate × pipe RTT`, the pipe RTT being the larger of `min_rtt` and the
-//!   smoothed RTT less the forward queuing delay: a path's acknowledgements may return
-//!   over a slower path or wait for the receiver's ack delay, and a window sized on the
-//!   fastest acknowledgement ever seen then cannot carry the rate (see `pipe_rtt`).
+//! - BDP = `max_rate × pipe RTT`, the pipe RTT being the larger of `min_rtt` plus the
+//!   measured jitter (at most 30 ms) and the smoothed RTT less the forward queuing
+//!   delay. A path's acknowledgements may return over a slower path or wait for the
+//!   receiver's ack delay, and a loaded jittery link holds every packet near the top of
+//!   its jitter; a window sized on the fastest acknowledgement ever seen then cannot
+//!   carry the rate (see `pipe_rtt`).
 //! - A round trip ends when a packet sent after the previous round's end is
 //!   acknowledged (BBR §4.1.1, counted with send times instead of delivered bytes).
 //! - Queuing delay: `AckSignals::queuing_delay`, or `srtt − min_rtt` when that is `None`.
@@ -212,8 +214,9 @@ const CODEL_TARGET: Duration = Duration::from_millis(5);
 const JITTER_LIFT: Duration = Duration::from_millis(15);
 /// ... taken up to half the min RTT: half a buffer of one BDP.
 const JITTER_LIFT_RTT_DIVISOR: u32 = 2;
-/// The most measured jitter the target allows for: a larger spread of idle delays is
-/// a radio waking from its idle state or a route change, not jitter under load.
+/// The most measured jitter the target and the pipe RTT allow for: a larger spread of
+/// idle delays is a radio waking from its idle state or a route change, not jitter
+/// under load.
 const MEASURED_JITTER_CAP: Duration = Duration::from_millis(30);
 /// One 1.25× probing round queues a quarter of a BDP: min_rtt / 4 of delay.
 const QUEUE_TARGET_RTT_DIVISOR: u32 = 4;
@@ -353,16 +356,24 @@ impl DelayRate {
         (rate > 0).then(|| bytes_in(rate, pipe_rtt))
     }
 
-    /// The round trip the window must cover at the path's rate: the min RTT, or longer
-    /// when acknowledgements typically take longer than the fastest one did without a
-    /// queue. A path's acknowledgements may come back over another, slower path, or
-    /// wait for the receiver's delay; on a 7 ms path whose acknowledgements took 20 ms,
-    /// a window of 2 × rate × min RTT delivered less than the rate, each round's lower
-    /// rate sample shrank the window further, and the path sat at its least window
-    /// (3 Mbit/s of 40) for the rest of the flow.
+    /// The round trip the window must cover at the path's rate: the min RTT plus the
+    /// measured jitter, or longer when acknowledgements typically take longer than the
+    /// fastest one did without a queue. A path's acknowledgements may come back over
+    /// another, slower path, or wait for the receiver's delay; on a 7 ms path whose
+    /// acknowledgements took 20 ms, a window of 2 × rate × min RTT delivered less than
+    /// the rate, each round's lower rate sample shrank the window further, and the path
+    /// sat at its least window (3 Mbit/s of 40) for the rest of the flow. A loaded
+    /// jittery link does the same: in order, each packet waits for the slowest ahead of
+    /// it, so the delay sits near the jitter's top. A Wi-Fi hotspot with ±10 ms of
+    /// jitter behind a 12 ms min RTT carried 2-5 of its 12 Mbit/s; the forward queuing
+    /// delay counts that lift as queue, so the smoothed RTT less it did not show it.
     fn pipe_rtt(&self) -> Option<Duration> {
         let min_rtt = self.min_rtt?;
-        Some(self.unqueued_rtt.map_or(min_rtt, |rtt| rtt.max(min_rtt)))
+        let jitter_lift = self
+            .jitter
+            .map_or(Duration::ZERO, |jitter| jitter.min(MEASURED_JITTER_CAP));
+        let loaded = min_rtt + jitter_lift;
+        Some(self.unqueued_rtt.map_or(loaded, |rtt| rtt.max(loaded)))
     }
 
     /// The initial window spread over the minimum RTT, bytes per second; 0 before an
