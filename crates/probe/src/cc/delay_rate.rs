@@ -365,7 +365,7 @@ impl DelayRate {
     /// sat at its least window (3 Mbit/s of 40) for the rest of the flow. A loaded
     /// jittery link does the same: in order, each packet waits for the slowest ahead of
     /// it, so the delay sits near the jitter's top. A Wi-Fi hotspot with ±10 ms of
-    /// jitter behind a 12 ms min RTT carried 2-5 of its 12 Mbit/s; the forward queuing
+    /// jitter behind a 12 ms min RTT carried 3-6 of its 12 Mbit/s; the forward queuing
     /// delay counts that lift as queue, so the smoothed RTT less it did not show it.
     fn pipe_rtt(&self) -> Option<Duration> {
         let min_rtt = self.min_rtt?;

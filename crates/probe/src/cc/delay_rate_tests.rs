@@ -358,7 +358,7 @@ fn cruising_on_a_jittery_link(t0: Instant) -> (DelayRate, Sim) {
 /// A loaded Wi-Fi link whose ±10 ms of jitter keeps every packet 15 ms above its 10 ms
 /// base: the window must cover that lift, or each round delivers less than the rate
 /// it was sized on, and the rate estimate ratchets down as its filter ages (the
-/// u-sub-bdp-bursty upload's hotspot carried 2-5 of its 12 Mbit/s).
+/// u-sub-bdp-bursty upload's hotspot carried 3-6 of its 12 Mbit/s).
 #[test]
 fn a_jittery_link_keeps_its_rate() {
     let t0 = Instant::now();
