@@ -212,16 +212,17 @@ impl LossDetector {
         sent_time: Instant,
         rtt: &RttEstimator,
     ) {
-        let Some(largest) = self.largest_acked else {
-            return;
-        };
-        if self.reordering_rounds_left == 0 || number >= largest {
+        if self.reordering_rounds_left == 0 {
             return;
         }
-        let beyond_packet_threshold = largest - number >= PACKET_THRESHOLD;
-        let beyond_time_threshold = now.saturating_duration_since(sent_time)
-            > self.loss_delay_with_slack_shift(rtt, TIME_THRESHOLD_SLACK_SHIFT);
-        if beyond_packet_threshold || beyond_time_threshold {
+        let Some(largest) = self.largest_acked.filter(|&largest| number < largest) else {
+            return;
+        };
+        // The time threshold is computed only when the count does not already say so.
+        if largest - number >= PACKET_THRESHOLD
+            || now.saturating_duration_since(sent_time)
+                > self.loss_delay_with_slack_shift(rtt, TIME_THRESHOLD_SLACK_SHIFT)
+        {
             self.reordering_rounds_left = REORDERING_PERSISTENCE;
         }
     }

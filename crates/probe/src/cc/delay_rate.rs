@@ -135,13 +135,17 @@ use std::time::{Duration, Instant};
 use super::{bytes_in, send_quantum, AckSignals, Controller};
 use crate::rtt::RttEstimator;
 
+/// What a loaded link's measured `jitter` lifts every packet's delay by, at most
+/// [`MEASURED_JITTER_CAP`]; zero while unmeasured.
+fn measured_jitter_lift(jitter: Option<Duration>) -> Duration {
+    jitter.map_or(Duration::ZERO, |jitter| jitter.min(MEASURED_JITTER_CAP))
+}
+
 /// The standing queue a path with this minimum RTT and measured `jitter` may keep:
 /// max(5 ms, min(15 ms, min RTT / 2), min RTT / 4, min(jitter, 30 ms) + 5 ms) (see
 /// "Model" above). A loss with less queue than this is not the buffer's.
 pub fn queuing_delay_target(min_rtt: Option<Duration>, jitter: Option<Duration>) -> Duration {
-    let measured_jitter_floor = jitter.map_or(Duration::ZERO, |jitter| {
-        jitter.min(MEASURED_JITTER_CAP) + CODEL_TARGET
-    });
+    let measured_jitter_floor = measured_jitter_lift(jitter) + CODEL_TARGET;
     let Some(min_rtt) = min_rtt else {
         return CODEL_TARGET.max(measured_jitter_floor);
     };
@@ -369,10 +373,7 @@ impl DelayRate {
     /// delay counts that lift as queue, so the smoothed RTT less it did not show it.
     fn pipe_rtt(&self) -> Option<Duration> {
         let min_rtt = self.min_rtt?;
-        let jitter_lift = self
-            .jitter
-            .map_or(Duration::ZERO, |jitter| jitter.min(MEASURED_JITTER_CAP));
-        let loaded = min_rtt + jitter_lift;
+        let loaded = min_rtt + measured_jitter_lift(self.jitter);
         Some(self.unqueued_rtt.map_or(loaded, |rtt| rtt.max(loaded)))
     }
 
