@@ -204,6 +204,9 @@ pub struct LinkSummary {
     pub outages_ms: Vec<(u64, u64)>,
     pub has_step_trace: bool,
     pub has_mahimahi_trace: bool,
+    pub allow_reordering: bool,
+    /// With `allow_reordering`: FIFO again from this many ms after the start.
+    pub reorder_until_ms: Option<u64>,
 }
 
 impl LinkSummary {
@@ -229,6 +232,8 @@ impl LinkSummary {
                 .collect(),
             has_step_trace: config.step_trace.is_some(),
             has_mahimahi_trace: config.delivery_trace.is_some(),
+            allow_reordering: config.allow_reordering,
+            reorder_until_ms: config.reorder_until.map(|until| until.as_millis() as u64),
         }
     }
 }
@@ -565,6 +570,19 @@ mod tests {
             error.to_string().contains("allow_reordering = true"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_summary_shows_a_bounded_reordering() {
+        let text = "name = \"x\"\n[[paths]]\nname = \"a\"\njitter_ms = 2\nallow_reordering = true\nreorder_until_ms = 3000\n[[paths]]\nname = \"b\"\n";
+        let scenario = Scenario::parse(text, Path::new("x.toml"), None, &no_files).expect("valid");
+        let summary = scenario.summary_json();
+        let reordering = &summary["paths"][0]["down"];
+        assert_eq!(reordering["allow_reordering"], true);
+        assert_eq!(reordering["reorder_until_ms"], 3000);
+        let fifo = &summary["paths"][1]["up"];
+        assert_eq!(fifo["allow_reordering"], false);
+        assert!(fifo["reorder_until_ms"].is_null());
     }
 
     #[test]
