@@ -211,7 +211,11 @@ impl AdaptiveHold {
         };
         let spread = Duration::from_micros(u64::try_from(latest - earliest).unwrap_or(0));
         let observed = self.observed_wait(now);
-        let target = (spread + self.repair * REPAIRS_COVERED).max(observed + observed / 4);
+        // Saturating: the repair time follows round trips the network decides.
+        let repairs = self.repair.saturating_mul(REPAIRS_COVERED);
+        let target = spread
+            .saturating_add(repairs)
+            .max(observed.saturating_add(observed / 4));
         target.clamp(self.bounds.min, self.bounds.max.max(self.bounds.min))
     }
 
