@@ -778,14 +778,19 @@ fn a_fresh_path_is_pinged_until_its_jitter_is_measured() {
     );
 }
 
-#[test]
-fn adaptive_hold_follows_the_delay_spread_of_the_paths() {
+/// Settings whose hold adapts between 5 and 400 ms.
+fn adaptive_hold_up_to_400_ms() -> SessionSettings {
     let mut session = settings(Duration::from_millis(400));
     session.adaptive_hold = Some(mptund_sched::HoldBounds {
         min: Duration::from_millis(5),
         max: Duration::from_millis(400),
     });
-    let mut net = Net::established_with(&[10, 60], session);
+    session
+}
+
+#[test]
+fn adaptive_hold_follows_the_delay_spread_of_the_paths() {
+    let mut net = Net::established_with(&[10, 60], adaptive_hold_up_to_400_ms());
     for tag in 0..200 {
         net.client_sends(tag, 1000);
         net.run_for(Duration::from_millis(1));
@@ -815,12 +820,7 @@ fn a_gap_is_held_while_its_lost_repair_is_sent_again() {
     // Radio loss takes a packet and then its repair. The sender finds the second loss
     // about one repair time after the first; the receiver must still be waiting then,
     // or the inner flow sees the loss the tunnel repairs.
-    let mut session = settings(Duration::from_millis(400));
-    session.adaptive_hold = Some(mptund_sched::HoldBounds {
-        min: Duration::from_millis(5),
-        max: Duration::from_millis(400),
-    });
-    let mut net = Net::established_with(&[10], session);
+    let mut net = Net::established_with(&[10], adaptive_hold_up_to_400_ms());
     let mut tag = 0;
     let mut send_paced = |net: &mut Net, count: u32| {
         for _ in 0..count {
