@@ -13,7 +13,8 @@
 //! smoothed one-way delay and `owd_dev_p` its mean deviation, smoothed as RFC
 //! 6298 §2 smooths RTT samples (gains 1/8 and 1/4, `K = 4`). With one path the
 //! spread is zero and the hold is its own jitter margin: a single path does
-//! not reorder, it only loses.
+//! not reorder, it only loses. Two repair times are added to the spread, and the
+//! waits gaps really needed set a floor (both below).
 //!
 //! The receiver cannot read the sender's clock, but it does not need to: every
 //! data packet carries the sender's transmit timestamp, and `arrival -
