@@ -22,6 +22,8 @@ import sys
 import time
 
 CHUNK = 1 << 16
+# Linux's SO_MAX_PACING_RATE; the socket module does not name it.
+SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:
@@ -60,6 +62,9 @@ def open_connection(args) -> socket.socket:
     if getattr(args, "cc", None):
         # Per socket, as iperf3 -C does: the per-namespace default may not be writable.
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, args.cc.encode())
+    if getattr(args, "max_rate_mbit", None):
+        # TCP paces itself to this rate (Linux's internal pacing, no fq needed).
+        conn.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, int(args.max_rate_mbit * 1e6 / 8))
     return conn
 
 
@@ -110,6 +115,8 @@ def main() -> None:
             role.add_argument("--bytes", type=int, required=True)
             role.add_argument("--seed", type=int, default=1)
             role.add_argument("--cc", help="TCP congestion control of the sending socket (cubic, bbr)")
+            role.add_argument("--max-rate-mbit", type=float,
+                              help="pace the sending socket to at most this rate")
     args = parser.parse_args()
     conn = open_connection(args)
     result = receive(conn) if args.mode == "recv" else send(conn, args.bytes, args.seed)

@@ -14,11 +14,12 @@ from test_tunnel import assert_byte_exact, result, start_receiver, start_sender
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "two-paths-50ms-apart.toml"
 TRANSFER_BYTES = 30_000_000
-# Without delay equalization the flow stays near 17 of the paths' 40 Mbit/s and has no
-# gaps of its own, so any stall is a renewal's. With it, the flow ramps to capacity and
-# has the gaps of its own slow start and loss recovery (up to 300 ms, renewal or not),
-# which this test cannot tell from a renewal's.
+# A flow that fills the paths has gaps of its own, slow start and loss recovery (up to
+# 300 ms, renewal or not), which this test cannot tell from a renewal's. So the sender
+# paces itself well below the paths' 40 Mbit/s, and delay equalization, which lets one
+# flow ramp to capacity, is off: any stall is then a renewal's.
 REORDER = {"equalize_delay": "off"}
+SENDER_MAX_RATE_MBIT = 16
 RENEW_EVERY_MS = 1500
 # Around a renewal: the handshake's round trip on the far path and the switch.
 RENEWAL_WINDOW_S = 0.5
@@ -45,7 +46,8 @@ def test_a_transfer_crosses_five_key_renewals_without_a_gap():
                                   "reject_after_ms": RENEW_EVERY_MS * 3 // 2})
         pair.start()
         receiver = start_receiver(topo.server, SERVER_TUN_ADDR, 5001)
-        sender = start_sender(topo.client, SERVER_TUN_ADDR, 5001, TRANSFER_BYTES, seed=11)
+        sender = start_sender(topo.client, SERVER_TUN_ADDR, 5001, TRANSFER_BYTES, seed=11,
+                              max_rate_mbit=SENDER_MAX_RATE_MBIT)
         sent, received = result(sender), result(receiver)
         client, server = pair.stop()
         log = pair.log("client")

@@ -43,9 +43,12 @@ def start_receiver(ns, address: str, port: int) -> subprocess.Popen:
     return proc
 
 
-def start_sender(ns, address: str, port: int, count: int, seed: int) -> subprocess.Popen:
+def start_sender(ns, address: str, port: int, count: int, seed: int,
+                 max_rate_mbit: float | None = None) -> subprocess.Popen:
+    pacing = ["--max-rate-mbit", str(max_rate_mbit)] if max_rate_mbit else []
     return ns.popen(sys.executable, TRANSFER, "send", "--to", f"{address}:{port}",
-                    "--bytes", str(count), "--seed", str(seed), stdout=subprocess.PIPE, text=True)
+                    "--bytes", str(count), "--seed", str(seed), *pacing,
+                    stdout=subprocess.PIPE, text=True)
 
 
 def result(proc: subprocess.Popen, timeout: float = 120) -> dict:
