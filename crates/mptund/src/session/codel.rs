@@ -6,7 +6,18 @@
 //! CoDel drops one packet once the queue delay has stayed above `target` for an
 //! `interval`, then drops more often (interval / sqrt(count)) while it stays there,
 //! which is the gentle, once-per-RTT signal a TCP sender answers by halving its
-//! window. This follows the dequeue pseudocode of RFC 8289 §5.4–5.6.
+//! window. This follows the dequeue pseudocode of RFC 8289 §5.4–5.6, with one
+//! departure: a due drop waits while the queue is shorter than at the last drop.
+//!
+//! Why the wait: an inner TCP answers a drop an inner round trip later, and gently:
+//! in recovery (PRR, RFC 6937) it still sends 0.7 packets per packet acknowledged, so
+//! the queue shrinks over a round trip more before the head's delay falls below target.
+//! Through the tunnel that round trip is the slower paths' plus the receiver's hold
+//! plus this queue, about one interval. The next drop then came while the queue was
+//! already draining, and one CUBIC flow cut its window twice, to half, below what the
+//! paths carry for seconds (5g-lte-shallow, `benches/schedulers/REPORT.md`). A queue
+//! that stopped shrinking, a flow that does not answer, or more flows than one drop
+//! slows, still gets the next drop one interval / sqrt(count) later.
 
 // Datagrams are built here in pool buffers whose headroom and tailroom fit every
 // header, and paths are indexed by positions the session itself found: no byte
@@ -38,6 +49,9 @@ pub struct CoDel {
     /// `count` when the dropping state was last left.
     last_count: u32,
     dropping: bool,
+    /// Queue length just after the last drop, or at the last due drop that waited
+    /// for the queue to stop shrinking.
+    queued_at_last_drop: usize,
 }
 
 impl CoDel {
@@ -49,6 +63,7 @@ impl CoDel {
             count: 0,
             last_count: 0,
             dropping: false,
+            queued_at_last_drop: 0,
         }
     }
 
@@ -62,12 +77,19 @@ impl CoDel {
                 self.dropping = false;
                 return false;
             }
-            if now >= self.drop_next {
-                self.count = self.count.saturating_add(1);
-                self.drop_next = self.control_law(self.drop_next);
-                return true;
+            if now < self.drop_next {
+                return false;
             }
-            return false;
+            let answering = queued_packets < self.queued_at_last_drop;
+            self.queued_at_last_drop = queued_packets;
+            if answering {
+                self.drop_next = self.control_law(self.drop_next);
+                return false;
+            }
+            self.queued_at_last_drop = queued_packets.saturating_sub(1);
+            self.count = self.count.saturating_add(1);
+            self.drop_next = self.control_law(self.drop_next);
+            return true;
         }
         if !ok_to_drop {
             return false;
@@ -80,6 +102,7 @@ impl CoDel {
         self.count = if delta > 1 && recently { delta } else { 1 };
         self.last_count = self.count;
         self.drop_next = self.control_law(now);
+        self.queued_at_last_drop = queued_packets.saturating_sub(1);
         true
     }
 
@@ -186,5 +209,27 @@ mod tests {
         // drop is 100/sqrt(4) = 50 ms later, not 100 ms as from a cold start.
         assert_eq!(again[0], 510);
         assert_eq!(again[1] - again[0], 50);
+    }
+
+    #[test]
+    fn a_due_drop_waits_while_the_queue_drains() {
+        let t0 = Instant::now();
+        let mut codel = CoDel::new(CONFIG, t0);
+        let looked_at = |codel: &mut CoDel, at: u64, queued: usize| {
+            codel.should_drop(t0 + ms(at), ms(20), queued)
+        };
+        // Above target from 0 on: the first drop at 100 ms, of a 100-packet queue.
+        assert!((0..100).all(|at| !looked_at(&mut codel, at, 100)));
+        assert!(looked_at(&mut codel, 100, 100));
+        // The flow answers: the queue shrinks, so the drop due at 200 ms waits.
+        let draining = |at: u64| 100 - (at - 100) as usize / 4;
+        assert!((101..250).all(|at| !looked_at(&mut codel, at, draining(at))));
+        // It stands at 60 packets, still above target. At 300 ms it is shorter than at
+        // 200 (75), so that drop waits too; at 400 it has stopped shrinking, and it
+        // gets drops at the resumed pace, 100 / sqrt(2) ms apart.
+        let got: Vec<u64> = (250..500)
+            .filter(|&at| looked_at(&mut codel, at, 60))
+            .collect();
+        assert_eq!(got, [400, 471]);
     }
 }
