@@ -31,7 +31,10 @@ import run as failover  # noqa: E402
 
 COLUMNS = ["t_s", "inner_cwnd_pkts", "inner_ssthresh_pkts", "inner_rtt_ms", "inner_min_rtt_ms",
            "inner_unacked_pkts", "inner_retransmissions", "send_queue_depth", "send_queue_aqm_drops",
-           "send_queue_sojourn_drops", "receiver_gaps_skipped", "receiver_buffered"]
+           "send_queue_sojourn_drops", "receiver_gaps_skipped", "receiver_buffered",
+           # Shares of the flow's busy time so far that the receiver's window, the send
+           # buffer held it back, and the window the receiver last advertised.
+           "inner_rwnd_limited_pct", "inner_sndbuf_limited_pct", "inner_snd_wnd_bytes"]
 # Then per path of the sender, in its order: path<i>_in_flight_bytes, path<i>_cwnd_bytes,
 # path<i>_queuing_delay_ms, and its controller's view: path<i>_delivery_rate_mbit,
 # path<i>_queuing_delay_target_ms, path<i>_jitter_ms, path<i>_lost_packets.
@@ -68,7 +71,9 @@ def row(t: float, ss_output: str, server: dict, client: dict) -> dict:
     values = [round(t, 3), field(r"cwnd:(\d+)", tcp), field(r"ssthresh:(\d+)", tcp), field(r" rtt:([\d.]+)", tcp),
               field(r"minrtt:([\d.]+)", tcp), field(r"unacked:(\d+)", tcp), field(r"retrans:\d+/(\d+)", tcp),
               sender.get("send_queue_depth", ""), drops.get("send_queue_aqm", ""), drops.get("send_queue_sojourn", ""),
-              reorder.get("gaps_skipped", ""), reorder.get("buffered", "")]
+              reorder.get("gaps_skipped", ""), reorder.get("buffered", ""),
+              field(r"rwnd_limited:\d+ms\(([\d.]+)%\)", tcp), field(r"sndbuf_limited:\d+ms\(([\d.]+)%\)", tcp),
+              field(r"snd_wnd:(\d+)", tcp)]
     sample = dict(zip(COLUMNS, values))
     for index, path in enumerate(sender.get("paths", [])):
         def rounded(key: str):

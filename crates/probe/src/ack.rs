@@ -41,6 +41,10 @@ pub const ACK_ELICITING_THRESHOLD: u32 = 2;
 
 /// However small the datagrams, this many make an acknowledgement due.
 pub const SMALL_DATAGRAMS_THRESHOLD: u32 = 8;
+/// How many packets past a gap an acknowledgement still counts as news of a loss:
+/// enough for the sender's packet threshold (RFC 9002's 3, raised after spurious
+/// losses) to declare it.
+pub const LOSS_NEWS_PACKETS: u64 = 8;
 
 /// Inclusive ranges of acknowledged path packet numbers, newest (highest) first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -207,6 +211,12 @@ impl AckTracker {
             ack_delay,
             largest_owd_raw_us: self.largest_owd_raw_us,
         })
+    }
+
+    /// Whether the next acknowledgement tells of a gap just below the newest packets,
+    /// a loss the sender should hear of as soon as possible (see [`LOSS_NEWS_PACKETS`]).
+    pub fn reports_loss_news(&self) -> bool {
+        self.unacked > 0 && self.len >= 2 && self.ranges[0].1 - self.ranges[0].0 < LOSS_NEWS_PACKETS
     }
 
     fn largest(&self) -> Option<u64> {

@@ -173,3 +173,31 @@ fn ack_delay_and_raw_one_way_delay_of_the_largest() {
     assert_eq!(ack.largest_owd_raw_us, 200);
     assert_eq!(ack.ack_delay, Duration::ZERO);
 }
+
+#[test]
+fn a_gap_below_the_newest_packets_is_news_until_they_are_many() {
+    let t0 = Instant::now();
+    let mut tracker = AckTracker::new(ms(25), FULL);
+    let mut receive = |tracker: &mut AckTracker, pn: u32| {
+        tracker.on_received(t0, 0, pn, 0, FULL);
+    };
+    for pn in 0..10 {
+        receive(&mut tracker, pn);
+    }
+    assert!(!tracker.reports_loss_news(), "no gap");
+    receive(&mut tracker, 11);
+    assert!(tracker.reports_loss_news(), "10 is missing");
+    tracker.take_ack(t0);
+    assert!(!tracker.reports_loss_news(), "nothing new to tell");
+    for pn in 12..=11 + LOSS_NEWS_PACKETS as u32 {
+        receive(&mut tracker, pn);
+        let newest_past_gap = u64::from(pn - 11) + 1;
+        assert_eq!(
+            tracker.reports_loss_news(),
+            newest_past_gap <= LOSS_NEWS_PACKETS,
+            "{newest_past_gap} packets past the gap"
+        );
+    }
+    receive(&mut tracker, 10);
+    assert!(!tracker.reports_loss_news(), "the gap filled");
+}

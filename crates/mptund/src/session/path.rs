@@ -419,6 +419,19 @@ impl SessionPath {
         }
     }
 
+    /// Orders paths by how long a datagram takes to reach the peer on them: the minimum
+    /// RTT (under load, this path's way there and the fastest way back) plus the queue
+    /// measured on the way there. A path without an RTT sample comes last.
+    pub fn way_to_peer(&self) -> (bool, Duration) {
+        match self.probe.rtt.min() {
+            Some(min_rtt) => (
+                false,
+                min_rtt + self.probe.queuing_delay().unwrap_or_default(),
+            ),
+            None => (true, Duration::ZERO),
+        }
+    }
+
     pub fn log_transition(&self, from: Liveness, to: Liveness, session: u32) {
         match to {
             Liveness::Active => tracing::info!(session, path = %self.name, ?from, "path up"),

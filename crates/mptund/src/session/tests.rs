@@ -855,6 +855,54 @@ fn a_gap_is_held_while_its_lost_repair_is_sent_again() {
     );
 }
 
+#[test]
+fn news_of_a_loss_takes_the_fastest_way_back() {
+    // Paths 5 and 40 ms one way, both carrying a paced download. The client hears from
+    // the slow path last whenever one of its packets arrives; the acknowledgement that
+    // tells of a loss there still goes back on the 5 ms path.
+    let session = super::testing::session_settings("round-robin", Duration::from_millis(400), MTU);
+    let mut net = Net::established_with(&[5, 40], session);
+    let mut tag = 0;
+    let mut send_one = |net: &mut Net| {
+        net.server_sends_sized(tag, 500);
+        tag += 1;
+        net.run_for(Duration::from_millis(1));
+    };
+    for _ in 0..300 {
+        send_one(&mut net);
+    }
+    let carried: Vec<u64> = net
+        .server_paths()
+        .iter()
+        .map(|p| p.sent_data_packets)
+        .collect();
+    assert!(carried.iter().all(|&packets| packets > 50), "{carried:?}");
+    net.lose_to_client = vec![0, 1];
+    let lost_at = net.now;
+    while net.server.report(net.now).sessions[0].reinjected == 0 {
+        assert!(
+            net.now - lost_at < Duration::from_millis(300),
+            "never repaired"
+        );
+        send_one(&mut net);
+    }
+    assert_eq!(net.lose_to_client, [0, 0], "the slow path lost a datagram");
+    // Its successors arrive 40 ms after it was sent, the packet threshold's third of
+    // them 6 ms later; back on the slow path the news would take another 40 ms.
+    let found_after = net.now - lost_at;
+    assert!(
+        found_after < Duration::from_millis(65),
+        "the loss was found {found_after:?} after it was sent"
+    );
+    for _ in 0..100 {
+        send_one(&mut net);
+    }
+    net.run_for(Duration::from_millis(500));
+    let mut tags: Vec<u32> = net.client_received.iter().map(|p| tag_of(p)).collect();
+    tags.sort_unstable();
+    assert_eq!(tags, (0..tag).collect::<Vec<_>>(), "repaired");
+}
+
 /// How long after it was sent a lone packet reaches the server's TUN, with the
 /// paths 10 and 40 ms one way, the min-RTT scheduler (every packet on the 10 ms
 /// path) and `equalize` as the server's delay equalization, `percent` of the way.
