@@ -32,8 +32,8 @@ import run as failover  # noqa: E402
 COLUMNS = ["t_s", "inner_cwnd_pkts", "inner_ssthresh_pkts", "inner_rtt_ms", "inner_min_rtt_ms",
            "inner_unacked_pkts", "inner_retransmissions", "send_queue_depth", "send_queue_aqm_drops",
            "send_queue_sojourn_drops", "receiver_gaps_skipped", "receiver_buffered",
-           # Shares of the flow's busy time so far that the receiver's window, the send
-           # buffer held it back, and the window the receiver last advertised.
+           # The shares of the flow's busy time so far that the receiver's window and the
+           # send buffer held it back, and the window the receiver last advertised.
            "inner_rwnd_limited_pct", "inner_sndbuf_limited_pct", "inner_snd_wnd_bytes"]
 # Then per path of the sender, in its order: path<i>_in_flight_bytes, path<i>_cwnd_bytes,
 # path<i>_queuing_delay_ms, and its controller's view: path<i>_delivery_rate_mbit,

@@ -178,7 +178,7 @@ fn ack_delay_and_raw_one_way_delay_of_the_largest() {
 fn a_gap_below_the_newest_packets_is_news_until_they_are_many() {
     let t0 = Instant::now();
     let mut tracker = AckTracker::new(ms(25), FULL);
-    let mut receive = |tracker: &mut AckTracker, pn: u32| {
+    let receive = |tracker: &mut AckTracker, pn: u32| {
         tracker.on_received(t0, 0, pn, 0, FULL);
     };
     for pn in 0..10 {

@@ -403,6 +403,14 @@ impl Net {
             .unwrap_or_default()
     }
 
+    /// Data packets the server has sent on each path so far.
+    fn server_sent_data_packets(&self) -> Vec<u64> {
+        self.server_paths()
+            .iter()
+            .map(|path| path.sent_data_packets)
+            .collect()
+    }
+
     fn server_paths(&self) -> Vec<PathReport> {
         self.server
             .report(self.now)
@@ -639,11 +647,7 @@ fn new_packets_beside_a_waiting_repair_avoid_a_path_the_receiver_would_not_wait_
     assert_eq!(tags, (0..60).collect::<Vec<_>>(), "repaired, in order");
     let server = net.server.report(net.now);
     assert_eq!(server.sessions[0].reinjected, 1, "{:?}", server.sessions[0]);
-    let carried: Vec<u64> = net
-        .server_paths()
-        .iter()
-        .map(|path| path.sent_data_packets)
-        .collect();
+    let carried = net.server_sent_data_packets();
     assert_eq!(carried, [61, 0], "data on the 300 ms path");
     let reorder = &net.client.report(net.now).sessions[0].reorder;
     assert_eq!((reorder.gaps_skipped, reorder.released_late), (0, 0));
@@ -668,11 +672,7 @@ fn the_server_measures_every_path_so_a_download_spreads_past_a_full_fast_path() 
         net.server_sends_sized(tag, 1200);
     }
     net.run_for(Duration::from_millis(200));
-    let carried: Vec<u64> = net
-        .server_paths()
-        .iter()
-        .map(|path| path.sent_data_packets)
-        .collect();
+    let carried = net.server_sent_data_packets();
     assert!(carried.iter().all(|&packets| packets > 0), "{carried:?}");
     let mut tags: Vec<u32> = net.client_received.iter().map(|p| tag_of(p)).collect();
     tags.sort_unstable();
@@ -871,11 +871,7 @@ fn news_of_a_loss_takes_the_fastest_way_back() {
     for _ in 0..300 {
         send_one(&mut net);
     }
-    let carried: Vec<u64> = net
-        .server_paths()
-        .iter()
-        .map(|p| p.sent_data_packets)
-        .collect();
+    let carried = net.server_sent_data_packets();
     assert!(carried.iter().all(|&packets| packets > 50), "{carried:?}");
     net.lose_to_client = vec![0, 1];
     let lost_at = net.now;
