@@ -70,7 +70,12 @@ def test_token_bucket_bursts_are_not_taken_for_the_uplinks_rate():
     could lower the estimate, and it stayed: shares never engaged (75 % of 2 Gbit/s
     is never reached) and the pacing rate sat at hundreds of Mbit/s. The queue that
     stands at the bucket meanwhile shows the uplinks full: such samples age the
-    controller's estimate, which then caps the path's (see `PathProbe::on_ack`)."""
+    controller's estimate, which then caps the path's (see `PathProbe::on_ack`).
+
+    In about one run of six an uplink then carried nothing for the rest of the
+    transfer: a burst had overflowed its bucket, a 47-byte ping was the only packet of
+    the flight to arrive, and its sample, 4 kbit/s, stood as the uplink's rate while
+    nothing was sent to correct it (see `PathProbe::latest_rate_sample`)."""
     transfer_bytes = 40_000_000
     with Testbed() as bed:
         client, server, uplinks = direct_topology(bed, 3)

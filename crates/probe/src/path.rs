@@ -123,9 +123,7 @@ impl<C: Controller> PathProbe<C> {
         // Idle for a smoothed RTT as well: a packet declared lost is no longer in
         // flight but may still wait in the bottleneck's queue, and within a round trip
         // of the last send it can still be ahead of this one.
-        let idle_for_a_round_trip = self.last_sent.is_none_or(|last| {
-            now.saturating_duration_since(last) >= self.rtt.smoothed().unwrap_or_default()
-        });
+        let idle_for_a_round_trip = self.sent_nothing_for_a_round_trip(now);
         self.last_sent = Some(now);
         let mut packet = SentPacket {
             pn,
@@ -444,9 +442,16 @@ impl<C: Controller> PathProbe<C> {
         self.rate.mark_app_limited(self.sent.bytes_in_flight());
     }
 
-    /// Delivery rate estimate in bytes per second.
-    pub fn delivery_rate(&self) -> Option<u64> {
-        self.latest_rate_sample().map(|sample| sample.delivery_rate)
+    /// Delivery rate estimate in bytes per second (see [`Self::latest_rate_sample`]).
+    pub fn delivery_rate(&self, now: Instant) -> Option<u64> {
+        self.latest_rate_sample(now)
+            .map(|sample| sample.delivery_rate)
+    }
+
+    fn sent_nothing_for_a_round_trip(&self, now: Instant) -> bool {
+        self.last_sent.is_none_or(|last| {
+            now.saturating_duration_since(last) >= self.rtt.smoothed().unwrap_or_default()
+        })
     }
 
     /// The latest rate sample kept, an application-limited one capped at the
@@ -455,8 +460,18 @@ impl<C: Controller> PathProbe<C> {
     /// lull a token bucket passes its burst at line rate, and on 20 Mbit/s tbf uplinks
     /// with a 0.1 ms RTT the sample read 1.4-2 Gbit/s. A path that never fills its
     /// window takes no sample that is not application-limited, so it kept that rate.
-    pub fn latest_rate_sample(&self) -> Option<RateSample> {
+    ///
+    /// A path with nothing in flight that sent nothing for a smoothed RTT reports its
+    /// sample application-limited too: it carries none of the traffic, so the sample is
+    /// history, and a path whose estimate is too low gets no data to correct it. After
+    /// a burst overflowed a 20 Mbit/s tbf uplink, a 47-byte ping was the only packet
+    /// of its flight to arrive, read 4 kbit/s, and the uplink carried nothing for the
+    /// rest of the run. A path between two flights within a round trip keeps its
+    /// sample as it is.
+    pub fn latest_rate_sample(&self, now: Instant) -> Option<RateSample> {
         let mut sample = self.rate.latest()?;
+        sample.app_limited |=
+            self.sent.packets_in_flight() == 0 && self.sent_nothing_for_a_round_trip(now);
         if sample.app_limited {
             if let Some(bottleneck) = self.controller.bottleneck_rate() {
                 sample.delivery_rate = sample.delivery_rate.min(bottleneck);
@@ -526,7 +541,7 @@ impl<C: Controller> PathProbe<C> {
         PathStats {
             cwnd: self.controller.window(),
             bytes_in_flight: self.sent.bytes_in_flight(),
-            delivery_rate: self.delivery_rate(),
+            delivery_rate: self.delivery_rate(now),
             queuing_delay: self.owd.queuing_delay(),
             jitter: self.owd.jitter(),
             owd_trend_us_per_s: self.owd.trend_us_per_s(),

@@ -499,7 +499,7 @@ fn app_limited_packets_behind_a_queue(
     queue_standing: bool,
     newest_queuing_ms: u32,
     bottleneck_rate: Option<u64>,
-) -> PathProbe<FixedWindow> {
+) -> (PathProbe<FixedWindow>, Instant) {
     let t0 = Instant::now();
     let mut path = probe_with(
         t0,
@@ -522,7 +522,7 @@ fn app_limited_packets_behind_a_queue(
         &ack_of(&[(0, 9)], ms(0), queued_owd),
         &mut lost,
     );
-    path
+    (path, t0 + ms(40))
 }
 
 /// A sample whose packet waited in a queue that stood at the bottleneck measured the
@@ -530,18 +530,18 @@ fn app_limited_packets_behind_a_queue(
 /// such. The path's own kept sample stays application-limited (see `on_ack`).
 #[test]
 fn a_sample_behind_a_standing_queue_reaches_the_controller_as_network_limited() {
-    let path = app_limited_packets_behind_a_queue(true, 12, None);
+    let (path, now) = app_limited_packets_behind_a_queue(true, 12, None);
     assert!(!path.controller().last_signals.unwrap().app_limited);
-    assert!(path.latest_rate_sample().unwrap().app_limited);
+    assert!(path.latest_rate_sample(now).unwrap().app_limited);
 }
 
 /// The controller's verdict is a round old: a packet that found the queue drained (a
 /// probe after the traffic stopped) still only bounds the rate from below.
 #[test]
 fn a_sample_after_the_queue_drained_stays_app_limited() {
-    let path = app_limited_packets_behind_a_queue(true, 1, None);
+    let (path, _) = app_limited_packets_behind_a_queue(true, 1, None);
     assert!(path.controller().last_signals.unwrap().app_limited);
-    let path = app_limited_packets_behind_a_queue(false, 12, None);
+    let (path, _) = app_limited_packets_behind_a_queue(false, 12, None);
     assert!(
         path.controller().last_signals.unwrap().app_limited,
         "no standing queue"
@@ -552,17 +552,56 @@ fn a_sample_after_the_queue_drained_stays_app_limited() {
 /// that estimate; one below it is kept as it is.
 #[test]
 fn an_app_limited_sample_is_capped_at_the_bottleneck_estimate() {
-    let uncapped = app_limited_packets_behind_a_queue(false, 0, None)
-        .delivery_rate()
-        .unwrap();
-    let path = app_limited_packets_behind_a_queue(false, 0, Some(uncapped / 4));
-    assert_eq!(path.delivery_rate(), Some(uncapped / 4));
+    let (path, now) = app_limited_packets_behind_a_queue(false, 0, None);
+    let uncapped = path.delivery_rate(now).unwrap();
+    let (path, now) = app_limited_packets_behind_a_queue(false, 0, Some(uncapped / 4));
+    assert_eq!(path.delivery_rate(now), Some(uncapped / 4));
     assert_eq!(
-        path.latest_rate_sample().unwrap().delivery_rate,
+        path.latest_rate_sample(now).unwrap().delivery_rate,
         uncapped / 4
     );
-    let path = app_limited_packets_behind_a_queue(false, 0, Some(uncapped * 4));
-    assert_eq!(path.delivery_rate(), Some(uncapped));
+    let (path, now) = app_limited_packets_behind_a_queue(false, 0, Some(uncapped * 4));
+    assert_eq!(path.delivery_rate(now), Some(uncapped));
+}
+
+/// A burst overflowed the bottleneck and a small ping sent into the full window was the
+/// only packet of its flight to arrive: its sample reads a few hundred bytes per second
+/// and is not application-limited. Once the path has had nothing in flight and sent
+/// nothing for a round trip, the sample only bounds the rate from below, so the
+/// scheduler does not shut the path out for good; when the path carries traffic
+/// again, the sample stands until the next one replaces it.
+#[test]
+fn a_lone_survivors_sample_is_a_lower_bound_while_the_path_idles() {
+    let t0 = Instant::now();
+    let mut path = probe_with(
+        t0,
+        FixedWindow {
+            window: 10 * DATAGRAM,
+            ..Default::default()
+        },
+    );
+    send_data_every_millisecond(&mut path, t0, 10);
+    let mut lost = Vec::new();
+    path.on_ack(t0 + ms(40), &ack_of(&[(0, 1)], ms(0), 0), &mut lost);
+    const PING: u64 = 47;
+    path.on_sent(t0 + ms(45), 10, PING, None, false);
+    let acked_at = t0 + ms(130);
+    path.on_ack(acked_at, &ack_of(&[(10, 10)], ms(0), 0), &mut lost);
+    assert_eq!(lost.len(), 8, "2 to 9 are lost");
+    assert_eq!(path.packets_in_flight(), 0);
+    let since_last_send = acked_at - (t0 + ms(45));
+    assert!(path.rtt.smoothed().unwrap() < since_last_send);
+
+    let sample = path.latest_rate_sample(acked_at).unwrap();
+    assert_eq!(sample.delivered, PING);
+    assert!(sample.delivery_rate < 1_000, "{sample:?}");
+    assert!(sample.app_limited, "idle for a round trip: a lower bound");
+
+    let resent_at = acked_at + ms(1);
+    path.on_sent(resent_at, 11, DATAGRAM, Some(111), false);
+    let sample = path.latest_rate_sample(resent_at).unwrap();
+    assert_eq!(sample.delivered, PING);
+    assert!(!sample.app_limited, "the path carries traffic again");
 }
 
 /// Only a packet sent into the idle path measures the jitter: one sent behind others

@@ -516,7 +516,7 @@ impl SessionPath {
             .map(|base| base + queuing_delay);
         view.cwnd_bytes = Some(self.probe.window());
         view.bytes_in_flight = self.probe.bytes_in_flight();
-        let rate_sample = self.probe.latest_rate_sample();
+        let rate_sample = self.probe.latest_rate_sample(now);
         view.delivery_rate_bps = rate_sample.map(|sample| sample.delivery_rate.saturating_mul(8));
         view.delivery_rate_app_limited = rate_sample.is_some_and(|sample| sample.app_limited);
         view.loss_rate = Some(self.probe.loss_rate() as f32);
