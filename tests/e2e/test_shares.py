@@ -72,10 +72,11 @@ def test_token_bucket_bursts_are_not_taken_for_the_uplinks_rate():
     stands at the bucket meanwhile shows the uplinks full: such samples age the
     controller's estimate, which then caps the path's (see `PathProbe::on_ack`).
 
-    In about one run of six an uplink then carried nothing for the rest of the
-    transfer: a burst had overflowed its bucket, a 47-byte ping was the only packet of
-    the flight to arrive, and its sample, 4 kbit/s, stood as the uplink's rate while
-    nothing was sent to correct it (see `PathProbe::latest_rate_sample`)."""
+    Until an idle path's sample became a lower bound, an uplink carried nothing for the
+    rest of the transfer in about one run of six: a burst had overflowed its bucket, a
+    47-byte ping was the only packet of the flight to arrive, and its sample, 4 kbit/s,
+    stood as the uplink's rate while nothing was sent to correct it (see
+    `PathProbe::latest_rate_sample`)."""
     transfer_bytes = 40_000_000
     with Testbed() as bed:
         client, server, uplinks = direct_topology(bed, 3)
