@@ -120,10 +120,7 @@ impl<C: Controller> PathProbe<C> {
             self.rate.mark_app_limited(self.sent.bytes_in_flight());
         }
         let nothing_in_flight = self.sent.packets_in_flight() == 0;
-        // Idle for a smoothed RTT as well: a packet declared lost is no longer in
-        // flight but may still wait in the bottleneck's queue, and within a round trip
-        // of the last send it can still be ahead of this one.
-        let idle_for_a_round_trip = self.sent_nothing_for_a_round_trip(now);
+        let sent_into_idle_path = self.idle(now);
         self.last_sent = Some(now);
         let mut packet = SentPacket {
             pn,
@@ -134,7 +131,7 @@ impl<C: Controller> PathProbe<C> {
             delivered_time: now,
             first_sent_time: now,
             app_limited: false,
-            sent_into_idle_path: nothing_in_flight && idle_for_a_round_trip,
+            sent_into_idle_path,
         };
         self.rate
             .on_packet_sent(now, nothing_in_flight, &mut packet);
@@ -448,10 +445,14 @@ impl<C: Controller> PathProbe<C> {
             .map(|sample| sample.delivery_rate)
     }
 
-    fn sent_nothing_for_a_round_trip(&self, now: Instant) -> bool {
-        self.last_sent.is_none_or(|last| {
-            now.saturating_duration_since(last) >= self.rtt.smoothed().unwrap_or_default()
-        })
+    /// Nothing in flight, and nothing sent for a smoothed RTT: a packet declared lost
+    /// is no longer in flight but may still wait in the bottleneck's queue, and within a
+    /// round trip of the last send it can still be ahead of the next one.
+    fn idle(&self, now: Instant) -> bool {
+        self.sent.packets_in_flight() == 0
+            && self.last_sent.is_none_or(|last| {
+                now.saturating_duration_since(last) >= self.rtt.smoothed().unwrap_or_default()
+            })
     }
 
     /// The latest rate sample kept, an application-limited one capped at the
@@ -470,8 +471,7 @@ impl<C: Controller> PathProbe<C> {
     /// sample as it is.
     pub fn latest_rate_sample(&self, now: Instant) -> Option<RateSample> {
         let mut sample = self.rate.latest()?;
-        sample.app_limited |=
-            self.sent.packets_in_flight() == 0 && self.sent_nothing_for_a_round_trip(now);
+        sample.app_limited |= self.idle(now);
         if sample.app_limited {
             if let Some(bottleneck) = self.controller.bottleneck_rate() {
                 sample.delivery_rate = sample.delivery_rate.min(bottleneck);
