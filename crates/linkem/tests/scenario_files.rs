@@ -75,3 +75,55 @@ fn blockage_scenarios_have_their_outages() {
         .expect("lte path");
     assert_eq!(lte.down.outages[0].duration, Duration::from_secs(2));
 }
+
+fn unseen_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/schedulers/unseen")
+}
+
+#[test]
+fn every_unseen_benchmark_scenario_loads() {
+    let mut loaded = 0;
+    for entry in std::fs::read_dir(unseen_dir()).expect("benches/schedulers/unseen exists") {
+        let path = entry.expect("readable directory").path();
+        if path.extension().is_some_and(|ext| ext == "toml") {
+            let scenario = Scenario::load(&path, None).unwrap_or_else(|error| panic!("{error}"));
+            assert!(!scenario.paths.is_empty());
+            loaded += 1;
+        }
+    }
+    assert!(
+        loaded >= 10,
+        "expected the ten unseen scenarios, found {loaded}"
+    );
+}
+
+/// The benchmark's sum of paths and its best single path come from the nominal rates,
+/// so on the train the nominal rate must be what its looping trace carries on average.
+#[test]
+fn train_cells_nominal_rates_are_their_traces_means() {
+    let train = Scenario::load(&unseen_dir().join("u-train-cells.toml"), None)
+        .unwrap_or_else(|error| panic!("{error}"));
+    // 126 s is a whole number of every loop (6, 7 and 9 s).
+    let tick = Duration::from_millis(10);
+    let ticks = 12_600u32;
+    for path in &train.paths {
+        for (direction, link) in [("down", &path.down), ("up", &path.up)] {
+            let trace = link.step_trace.as_ref().expect("every link is traced");
+            let mean = (0..ticks)
+                .map(|index| {
+                    let step = trace.step_at(tick * index).expect("a step from 0 ms");
+                    step.rate_bit_per_s.expect("every step sets a rate") as f64
+                })
+                .sum::<f64>()
+                / f64::from(ticks);
+            let nominal = link.rate_bit_per_s.expect("nominal rate set") as f64;
+            assert!(
+                (mean / nominal - 1.0).abs() < 0.05,
+                "{} {direction}: trace mean {:.1} Mbit/s, nominal {:.1}",
+                path.name,
+                mean / 1e6,
+                nominal / 1e6
+            );
+        }
+    }
+}
