@@ -15,10 +15,10 @@ fn load(name: &str) -> Scenario {
         .unwrap_or_else(|error| panic!("{name}: {error}"))
 }
 
-#[test]
-fn every_shipped_scenario_loads() {
+/// Loads every scenario file in `dir`, each with at least one path; how many there were.
+fn load_every_scenario_in(dir: &Path) -> usize {
     let mut loaded = 0;
-    for entry in std::fs::read_dir(scenarios_dir()).expect("config/scenarios exists") {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|error| panic!("{dir:?}: {error}")) {
         let path = entry.expect("readable directory").path();
         if path.extension().is_some_and(|ext| ext == "toml") {
             let scenario = Scenario::load(&path, None).unwrap_or_else(|error| panic!("{error}"));
@@ -26,6 +26,12 @@ fn every_shipped_scenario_loads() {
             loaded += 1;
         }
     }
+    loaded
+}
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let loaded = load_every_scenario_in(&scenarios_dir());
     assert!(
         loaded >= 5,
         "expected the five scenarios of issue 3, found {loaded}"
@@ -82,15 +88,7 @@ fn unseen_dir() -> PathBuf {
 
 #[test]
 fn every_unseen_benchmark_scenario_loads() {
-    let mut loaded = 0;
-    for entry in std::fs::read_dir(unseen_dir()).expect("benches/schedulers/unseen exists") {
-        let path = entry.expect("readable directory").path();
-        if path.extension().is_some_and(|ext| ext == "toml") {
-            let scenario = Scenario::load(&path, None).unwrap_or_else(|error| panic!("{error}"));
-            assert!(!scenario.paths.is_empty());
-            loaded += 1;
-        }
-    }
+    let loaded = load_every_scenario_in(&unseen_dir());
     assert!(
         loaded >= 10,
         "expected the ten unseen scenarios, found {loaded}"
