@@ -69,10 +69,11 @@ def download(topo: Topology, server_addr: str, count: int, cc: str, wrap: list[s
     return sent, received
 
 
-def transfer_bytes(summary: dict) -> int:
+def transfer_bytes(summary: dict, way: str = "down") -> int:
     """Enough bytes to keep the flow busy for about the scenario's duration at 60% of
-    the nominal sum, so every blockage falls inside the transfer."""
-    rates = [path["down"]["rate_mbit"] or 0.0 for path in summary["paths"]]
+    the nominal sum of the paths' `way` ("down" or "up") rates, so every blockage falls
+    inside the transfer."""
+    rates = [path[way]["rate_mbit"] or 0.0 for path in summary["paths"]]
     duration_s = float(summary.get("duration_s") or 20)
     return int(sum(rates) * 1e6 / 8 * duration_s * 0.6)
 

@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
-"""One download through mptund over a scenario, traced: every 30 ms or so it samples the
+"""One transfer through mptund over a scenario, traced: every 30 ms or so it samples the
 inner sender's TCP state (`ss -tin`) and both daemons' `mptund status`, and writes one
-CSV row per sample. It shows where a gap the receiving application saw, or a shortfall
-in goodput, came from: the inner flow's window, slow-start threshold and RTT, mptund's
-send queue and its drops, each path's window and queuing delay, the receiver's skipped
-gaps. Any scenario file works; the transfer is sized as in run.py.
+CSV row per sample. A download has the server send, an upload (`--direction upload`)
+the client; the paths and the send queue are the sending daemon's. It shows where a gap
+the receiving application saw, or a shortfall in goodput, came from: the inner flow's
+window, slow-start threshold and RTT, mptund's send queue and its drops, each path's
+window and queuing delay, the receiver's skipped gaps. Any scenario file works; the
+transfer is sized as in run.py, by the rates of the direction it takes.
 
     sudo python3 benches/failover/trace.py --scenario tests/e2e/scenarios/blackout-best-path.toml \\
         --cc bbr --reorder equalize_delay=all-paths --out /tmp/trace.csv
     sudo python3 benches/failover/trace.py --scenario config/scenarios/three-paths-lossy.toml \\
         --cc cubic --out /tmp/lossy.csv
+    sudo python3 benches/failover/trace.py --scenario benches/schedulers/unseen/u-train-cells.toml \\
+        --cc bbr --direction upload --out /tmp/train-up.csv
 """
 
 import argparse
 import csv
 import json
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -63,11 +68,25 @@ def status(ns, pair: DaemonPair, side: str) -> dict:
         return {}
 
 
-def row(t: float, ss_output: str, server: dict, client: dict) -> dict:
+def upload(topo: Topology, server_addr: str, count: int, cc: str) -> tuple[dict, dict]:
+    """The client sends `count` bytes to the server, which listens."""
+    receiver = topo.server.popen(sys.executable, failover.TRANSFER, "recv", "--listen", f"{server_addr}:{failover.PORT}",
+                                 "--timeout", "180", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert receiver.stderr.readline().strip() == "listening"
+    sent = json.loads(topo.client.output(sys.executable, failover.TRANSFER, "send", "--to",
+                                         f"{server_addr}:{failover.PORT}", "--bytes", str(count), "--cc", cc,
+                                         "--timeout", "180", timeout=240))
+    received = json.loads(receiver.communicate(timeout=60)[0])
+    return sent, received
+
+
+def row(t: float, ss_output: str, sending: dict, receiving: dict) -> dict:
+    """One sample: the inner sender's socket, the sending daemon's queue and paths, the
+    receiving daemon's reorder buffer."""
     tcp = data_connection(ss_output)
-    sender = (server.get("sessions") or [{}])[0]
-    reorder = (client.get("sessions") or [{}])[0].get("reorder", {})
-    drops = server.get("drops", {})
+    sender = (sending.get("sessions") or [{}])[0]
+    reorder = (receiving.get("sessions") or [{}])[0].get("reorder", {})
+    drops = sending.get("drops", {})
     values = [round(t, 3), field(r"cwnd:(\d+)", tcp), field(r"ssthresh:(\d+)", tcp), field(r" rtt:([\d.]+)", tcp),
               field(r"minrtt:([\d.]+)", tcp), field(r"unacked:(\d+)", tcp), field(r"retrans:\d+/(\d+)", tcp),
               sender.get("send_queue_depth", ""), drops.get("send_queue_aqm", ""), drops.get("send_queue_sojourn", ""),
@@ -93,28 +112,37 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", type=Path, required=True)
     parser.add_argument("--cc", default="bbr", choices=["cubic", "bbr", "reno"])
+    parser.add_argument("--direction", default="download", choices=["download", "upload"],
+                        help="download: the server sends; upload: the client sends")
     parser.add_argument("--reorder", action="append", default=[], metavar="KEY=VALUE",
                         help="a [reorder] setting for both daemons, as in run.py")
     parser.add_argument("--out", type=Path, required=True, help="the CSV to write")
     args = parser.parse_args()
-    count = failover.transfer_bytes(failover.scenario_summary(args.scenario))
+    uploading = args.direction == "upload"
+    count = failover.transfer_bytes(failover.scenario_summary(args.scenario), "up" if uploading else "down")
     rows = []
     with Topology(scenario=args.scenario) as topo:
         pair = failover.default_daemons(topo, failover.settings(args.reorder))
         stop = threading.Event()
+        sending_ns, sending_side = (topo.client, "client") if uploading else (topo.server, "server")
+        receiving_ns, receiving_side = (topo.server, "server") if uploading else (topo.client, "client")
 
         def sample():
             while not stop.is_set():
                 t = time.time() - topo.emulator_epoch_unix_s
-                ss_output = topo.server.run("ss", "-tin", "state", "established", check=False,
-                                            capture=True).stdout
-                rows.append(row(t, ss_output, status(topo.server, pair, "server"), status(topo.client, pair, "client")))
+                ss_output = sending_ns.run("ss", "-tin", "state", "established", check=False,
+                                           capture=True).stdout
+                rows.append(row(t, ss_output, status(sending_ns, pair, sending_side),
+                                status(receiving_ns, pair, receiving_side)))
                 time.sleep(0.03)
 
         sampler = threading.Thread(target=sample)
         sampler.start()
         try:
-            _, received = failover.download(topo, SERVER_TUN_ADDR, count, args.cc, [])
+            if uploading:
+                _, received = upload(topo, SERVER_TUN_ADDR, count, args.cc)
+            else:
+                _, received = failover.download(topo, SERVER_TUN_ADDR, count, args.cc, [])
         finally:
             stop.set()
             sampler.join()
