@@ -163,7 +163,8 @@ def run_mptund(topo: Topology, scheduler: str, duplicate: bool, cc: str, duratio
                                reorder_adaptive=False if named and args.fixed_hold else None,
                                congestion_controller=None, duplicate_latency_critical=duplicate,
                                congestion=dict(args.congestion) if named else {},
-                               reorder=dict(args.reorder) if named else {})
+                               reorder=dict(args.reorder) if named else {},
+                               scheduler_settings=dict(args.scheduler_settings) if named else {})
     if "mptund_reports" in raw:
         client_report, server_report = raw.pop("mptund_reports")
         receiver, sender = (client_report, server_report) if direction == "download" else (server_report, client_report)
@@ -527,6 +528,9 @@ def main() -> int:
     parser.add_argument("--congestion", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
                         help="[congestion] settings of both daemons for a named scheduler, "
                              "e.g. queue_interval_ms=200")
+    parser.add_argument("--scheduler-settings", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
+                        help="more [scheduler] settings of both daemons for a named scheduler, "
+                             "e.g. earliest_arrival_share_percent=1000")
     parser.add_argument("--reorder", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
                         help="[reorder] settings of both daemons for a named scheduler, "
                              "e.g. equalize_percent=100")
