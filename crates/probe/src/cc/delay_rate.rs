@@ -81,6 +81,14 @@
 //!   2 × BDP, and not at all while the latest queuing delay sample is above target. The
 //!   pacing gain cycles 1.25, 0.75, 1, 1, 1, 1, 1, 1 per round trip (probe, drain the
 //!   probe's queue, cruise), and stays at 1 while the guard is active.
+//! - **Probing on** (Cruise): when the round that brings a probe's acknowledgements
+//!   back (the one after the probing round) has no standing queue and delivered 9/8 of
+//!   the rate the filter's other rounds hold, the probe found a path that now carries
+//!   more (a modem in a better cell): the next round probes again at 1.25 instead of
+//!   cycling on, so the rate is found a quarter more per two round trips, not per
+//!   eight. BBRv2's ProbeBW_UP likewise keeps probing while it finds bandwidth. A probe
+//!   that builds a queue, or delivers no more, ends it. Only that round counts: the
+//!   others' samples wander with jitter and the receiver's bursts of acknowledgements.
 //!
 //! # Reactions
 //!
@@ -204,6 +212,9 @@ const SEND_QUANTUM_MIN_PACKETS: u64 = 2;
 const QUANTIZATION_BUDGET_QUANTA: u64 = 3;
 /// BBR draft §4.1.1: BtlBwFilterLen = 10 round trips.
 const RATE_FILTER_ROUNDS: usize = 10;
+/// A round that delivered this much more than the rate filter's other rounds found
+/// more bandwidth: half of what one 1.25× probing round can show.
+const RATE_FOUND_GROWTH: Gain = Gain::new(9, 8);
 /// BBR draft §4.1.2: RTpropFilterLen = 10 s.
 const MIN_RTT_FILTER: Duration = Duration::from_secs(10);
 /// BBR draft §4.3.2: the pipe is full when the rate grew by less than 25% ...
@@ -242,6 +253,29 @@ const STARTUP_FULL_LOSS_DATAGRAMS: u64 = 6;
 /// The loss rate is smoothed over rounds with RFC 6298's α = 1/8, so that one unlucky
 /// round of a small window (one loss in 20 packets is 5 %) is not taken for congestion.
 const LOSS_RATE_SMOOTHING: u64 = 8;
+
+/// What a finished round trip showed.
+#[derive(Clone, Copy, Debug)]
+struct FinishedRound {
+    /// The smallest queuing delay of the round: its standing queue.
+    min_queuing_delay: Option<Duration>,
+    /// Whether any acknowledgement was application-limited.
+    app_limited: bool,
+    /// The largest delivery rate sample of the round, bytes per second.
+    max_rate: u64,
+    /// The largest of the rate filter's other rounds.
+    earlier_max_rate: u64,
+}
+
+impl FinishedRound {
+    /// Whether the round delivered at least [`RATE_FOUND_GROWTH`] × the rate of the
+    /// filter's other rounds: the path carries more than the filter knew (see "Probing
+    /// on" in the module doc). An application-limited sample only enters the filter when
+    /// it raises it, so it counts as well.
+    fn found_more_rate(&self) -> bool {
+        self.earlier_max_rate > 0 && self.max_rate >= RATE_FOUND_GROWTH.apply(self.earlier_max_rate)
+    }
+}
 
 /// Where the controller is in its state machine (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -468,17 +502,26 @@ impl DelayRate {
         if signals.app_limited && sample <= self.max_delivery_rate() {
             return;
         }
-        let slot = &mut self.rate_by_round[(self.rate_round as usize) % RATE_FILTER_ROUNDS];
-        *slot = (*slot).max(sample);
+        let slot = self.rate_slot();
+        self.rate_by_round[slot] = self.rate_by_round[slot].max(sample);
     }
 
-    /// Starts round `self.round + 1`; returns the finished round's smallest queuing delay
-    /// and whether it was application-limited.
-    fn start_round(&mut self, now: Instant) -> (Option<Duration>, bool) {
-        let finished = (
-            self.round_min_queuing_delay.take(),
-            std::mem::replace(&mut self.round_app_limited, false),
-        );
+    /// Starts round `self.round + 1`; returns what the finished round showed.
+    fn start_round(&mut self, now: Instant) -> FinishedRound {
+        let finished_slot = self.rate_slot();
+        let finished = FinishedRound {
+            min_queuing_delay: self.round_min_queuing_delay.take(),
+            app_limited: std::mem::replace(&mut self.round_app_limited, false),
+            max_rate: self.rate_by_round[finished_slot],
+            earlier_max_rate: self
+                .rate_by_round
+                .iter()
+                .enumerate()
+                .filter(|&(slot, _)| slot != finished_slot)
+                .map(|(_, &rate)| rate)
+                .max()
+                .unwrap_or(0),
+        };
         let round_rate = loss_rate_ppm(
             std::mem::take(&mut self.round_lost_bytes),
             std::mem::take(&mut self.round_acked_bytes),
@@ -490,12 +533,20 @@ impl DelayRate {
         self.round_start = Some(now);
         if std::mem::replace(&mut self.round_network_limited, false) {
             self.rate_round += 1;
-            self.rate_by_round[(self.rate_round as usize) % RATE_FILTER_ROUNDS] = 0;
+            let slot = self.rate_slot();
+            self.rate_by_round[slot] = 0;
         }
         finished
     }
 
-    fn on_round_end(&mut self, queuing_delay: Option<Duration>, app_limited: bool) {
+    /// The rate filter's slot for the current rate round.
+    fn rate_slot(&self) -> usize {
+        (self.rate_round as usize) % RATE_FILTER_ROUNDS
+    }
+
+    fn on_round_end(&mut self, finished: &FinishedRound) {
+        let queuing_delay = finished.min_queuing_delay;
+        let app_limited = finished.app_limited;
         let queue_high = queuing_delay.is_some_and(|delay| delay > self.queuing_delay_target());
         match self.state {
             DelayRateState::Startup => {
@@ -516,7 +567,14 @@ impl DelayRate {
                 if queue_high {
                     self.window = DELAY_BACKOFF.apply(self.window).max(self.minimum_window());
                 }
-                self.cycle_index = (self.cycle_index + 1) % PROBE_BW_GAINS.len();
+                // The probing round's packets are acknowledged in the round after it.
+                let probe_acknowledged = self.cycle_index == 1;
+                self.cycle_index =
+                    if probe_acknowledged && !queue_high && finished.found_more_rate() {
+                        0
+                    } else {
+                        (self.cycle_index + 1) % PROBE_BW_GAINS.len()
+                    };
             }
         }
         self.guard_active = queue_high;
@@ -638,8 +696,8 @@ impl Controller for DelayRate {
         }
         self.round_app_limited |= signals.app_limited;
         self.round_network_limited |= !signals.app_limited;
-        if let Some((round_queuing_delay, round_app_limited)) = finished {
-            self.on_round_end(round_queuing_delay, round_app_limited);
+        if let Some(finished) = finished {
+            self.on_round_end(&finished);
         }
         self.update_window(bytes, queuing_delay, signals.app_limited);
     }

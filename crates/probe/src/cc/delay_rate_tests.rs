@@ -671,3 +671,44 @@ fn the_bottleneck_rate_is_the_max_filter_not_the_cycling_pacing_rate() {
         "the pacing rate cycles: {pacing_rates:?}"
     );
 }
+
+#[test]
+fn a_paced_path_finds_a_risen_rate_by_probing_on() {
+    let t0 = Instant::now();
+    // A modem moves from a 1.5 Mbit/s cell to a 10 Mbit/s one, 56 ms RTT. Paced at its
+    // rate estimate, it finds more only by probing: a quarter more per eight round trips
+    // would take about four seconds to the new rate.
+    let slow = TEN_MBIT * 15 / 100;
+    let link = Link {
+        paced: true,
+        ..Link::new(slow, ms(56))
+    };
+    let (mut controller, mut sim) = cruising(t0, link);
+    sim.run_for(&mut controller, Duration::from_secs(3));
+    assert!(
+        controller.max_delivery_rate() <= slow,
+        "cruising above the link's rate"
+    );
+    sim.link.capacity = TEN_MBIT;
+    let risen = sim.now;
+    while controller.max_delivery_rate() < TEN_MBIT * 9 / 10 {
+        sim.step(&mut controller);
+        assert!(
+            sim.now - risen < Duration::from_millis(1500),
+            "at {} B/s after 1.5 s",
+            controller.max_delivery_rate()
+        );
+    }
+    // Then it stops probing on: the probes build a queue and the guard keeps it near
+    // its target.
+    sim.run_for(&mut controller, Duration::from_secs(2));
+    let mut smallest_rtt = Duration::MAX;
+    for _ in 0..8 {
+        run_rounds(&mut controller, &mut sim, 1);
+        smallest_rtt = smallest_rtt.min(sim.rtt.latest().unwrap_or(Duration::MAX));
+    }
+    assert!(
+        smallest_rtt <= ms(56) + controller.queuing_delay_target(),
+        "RTT {smallest_rtt:?} with the path at its new rate"
+    );
+}

@@ -1,6 +1,7 @@
-//! One bottleneck for controller tests, under a simulated clock: a window-limited,
-//! unpaced sender, a FIFO bottleneck of `capacity` bytes per second with an unbounded
-//! buffer (or none: `queue_free`), and a base RTT that includes one service time.
+//! One bottleneck for controller tests, under a simulated clock: a window-limited
+//! sender (paced at the controller's pacing rate when `paced`), a FIFO bottleneck of
+//! `capacity` bytes per second with an unbounded buffer (or none: `queue_free`), and a
+//! base RTT that includes one service time.
 //!
 //! Each step sends what the window allows and then delivers the oldest datagram's
 //! acknowledgement (or its loss). Delivery rate samples follow delivery rate estimation
@@ -42,6 +43,9 @@ pub(crate) struct Link {
     /// Added to every acknowledgement's way back, not to the forward queuing delay:
     /// acknowledgements returning over a slower path.
     pub return_delay: Duration,
+    /// The sender spaces its datagrams at the controller's pacing rate, as the
+    /// daemon's pacer does; else it sends whatever the window allows at once.
+    pub paced: bool,
 }
 
 impl Link {
@@ -56,6 +60,7 @@ impl Link {
             report_queuing_delay: true,
             jitter: None,
             return_delay: Duration::ZERO,
+            paced: false,
         }
     }
 }
@@ -74,6 +79,8 @@ pub(crate) struct Sim {
     delivered_time: Instant,
     window_sum: u128,
     window_samples: u64,
+    /// When a paced sender may send its next datagram.
+    pacer_next: Instant,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -100,6 +107,7 @@ impl Sim {
             delivered_time: now,
             window_sum: 0,
             window_samples: 0,
+            pacer_next: now,
         }
     }
 
@@ -109,9 +117,28 @@ impl Sim {
         )
     }
 
-    /// Sends what the window allows at `now`: the sender is never application-limited.
+    fn window_open(&self, controller: &impl Controller) -> bool {
+        (self.in_flight.len() as u64) * MDS < controller.window()
+    }
+
+    /// When the pacer lets the next datagram go, if that is later than now and the
+    /// window has room for it.
+    fn pacer_blocks_until(&self, controller: &impl Controller) -> Option<Instant> {
+        (self.link.paced && self.window_open(controller) && self.pacer_next > self.now)
+            .then_some(self.pacer_next)
+    }
+
+    /// Sends what the window and the pacer allow at `now`: the sender is never
+    /// application-limited.
     fn send(&mut self, controller: &mut impl Controller) {
-        while (self.in_flight.len() as u64) * MDS < controller.window() {
+        while self.window_open(controller) && self.pacer_blocks_until(controller).is_none() {
+            if self.link.paced {
+                if let Some(rate) = controller.pacing_rate().filter(|&rate| rate > 0) {
+                    let gap = u128::from(MDS) * NANOS_PER_SECOND / u128::from(rate);
+                    self.pacer_next =
+                        self.pacer_next.max(self.now) + Duration::from_nanos(gap as u64);
+                }
+            }
             let link = self.link;
             // The bottleneck serves one datagram per service time; a queue-free link
             // has no backlog (whatever exceeds the rate is policed in the rate samples).
@@ -134,9 +161,19 @@ impl Sim {
         }
     }
 
-    /// Sends what the window allows, then delivers the next acknowledgement (or loss).
+    /// Sends what the window and the pacer allow, then delivers the next acknowledgement
+    /// (or loss).
     pub(crate) fn step(&mut self, controller: &mut impl Controller) {
         self.send(controller);
+        // A paced sender sends whatever its pacer lets go before the next
+        // acknowledgement arrives.
+        while let Some(at) = self.pacer_blocks_until(controller) {
+            if self.in_flight.front().is_some_and(|next| next.ack_at <= at) {
+                break;
+            }
+            self.now = at;
+            self.send(controller);
+        }
         let packet = self
             .in_flight
             .pop_front()
