@@ -194,7 +194,7 @@ const CWND_GAIN: Gain = Gain::new(2, 1);
 /// Drain keeps exactly one BDP in flight (the window-based form of BBR §4.3.3).
 const DRAIN_CWND_GAIN: Gain = Gain::new(1, 1);
 const UNIT_GAIN: Gain = Gain::new(1, 1);
-/// BBR draft §4.3.4: the ProbeBW pacing gain cycle.
+/// BBR draft §4.3.4: the ProbeBW pacing gain cycle, from its probing round.
 const PROBE_BW_GAINS: [Gain; 8] = [
     Gain::new(5, 4),
     Gain::new(3, 4),
@@ -205,6 +205,8 @@ const PROBE_BW_GAINS: [Gain; 8] = [
     UNIT_GAIN,
     UNIT_GAIN,
 ];
+/// Where in `PROBE_BW_GAINS` the probing round (gain 1.25) is.
+const PROBING_ROUND: usize = 0;
 /// The send quantum (BBR draft-02 §4.6.3, `super::send_quantum`) counts here as at
 /// least two packets.
 const SEND_QUANTUM_MIN_PACKETS: u64 = 2;
@@ -546,21 +548,20 @@ impl DelayRate {
 
     fn on_round_end(&mut self, finished: &FinishedRound) {
         let queuing_delay = finished.min_queuing_delay;
-        let app_limited = finished.app_limited;
         let queue_high = queuing_delay.is_some_and(|delay| delay > self.queuing_delay_target());
         match self.state {
             DelayRateState::Startup => {
                 if queue_high {
                     self.state = DelayRateState::Drain;
                     self.delay_exit_queue = queuing_delay;
-                } else if !app_limited && self.full_bandwidth_reached() {
+                } else if !finished.app_limited && self.full_bandwidth_reached() {
                     self.state = DelayRateState::Drain;
                 }
             }
             DelayRateState::Drain => {
                 if !queue_high {
                     self.state = DelayRateState::Cruise;
-                    self.cycle_index = 0;
+                    self.cycle_index = PROBING_ROUND;
                 }
             }
             DelayRateState::Cruise => {
@@ -568,10 +569,10 @@ impl DelayRate {
                     self.window = DELAY_BACKOFF.apply(self.window).max(self.minimum_window());
                 }
                 // The probing round's packets are acknowledged in the round after it.
-                let probe_acknowledged = self.cycle_index == 1;
+                let probe_acknowledged = self.cycle_index == PROBING_ROUND + 1;
                 self.cycle_index =
                     if probe_acknowledged && !queue_high && finished.found_more_rate() {
-                        0
+                        PROBING_ROUND
                     } else {
                         (self.cycle_index + 1) % PROBE_BW_GAINS.len()
                     };

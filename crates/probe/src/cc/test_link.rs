@@ -121,17 +121,21 @@ impl Sim {
         (self.in_flight.len() as u64) * MDS < controller.window()
     }
 
-    /// When the pacer lets the next datagram go, if that is later than now and the
-    /// window has room for it.
+    /// Whether a paced sender must wait for its pacer before the next datagram.
+    fn pacer_waiting(&self) -> bool {
+        self.link.paced && self.pacer_next > self.now
+    }
+
+    /// When the pacer lets the next datagram go, if the window has room for it and
+    /// that is later than now.
     fn pacer_blocks_until(&self, controller: &impl Controller) -> Option<Instant> {
-        (self.link.paced && self.window_open(controller) && self.pacer_next > self.now)
-            .then_some(self.pacer_next)
+        (self.window_open(controller) && self.pacer_waiting()).then_some(self.pacer_next)
     }
 
     /// Sends what the window and the pacer allow at `now`: the sender is never
     /// application-limited.
     fn send(&mut self, controller: &mut impl Controller) {
-        while self.window_open(controller) && self.pacer_blocks_until(controller).is_none() {
+        while self.window_open(controller) && !self.pacer_waiting() {
             if self.link.paced {
                 if let Some(rate) = controller.pacing_rate().filter(|&rate| rate > 0) {
                     let gap = u128::from(MDS) * NANOS_PER_SECOND / u128::from(rate);
