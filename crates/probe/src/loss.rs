@@ -86,6 +86,8 @@ pub struct LossDetector {
     loss_rate: f64,
     lost_packets: u64,
     spurious_losses: u64,
+    /// Loss rounds that declared persistent congestion.
+    persistent_congestions: u64,
     /// Grows from [`PACKET_THRESHOLD`] with the reordering seen.
     packet_threshold: u64,
     /// Shrinks from [`TIME_THRESHOLD_SLACK_SHIFT`] with the reordering seen.
@@ -109,6 +111,7 @@ impl LossDetector {
             loss_rate: 0.0,
             lost_packets: 0,
             spurious_losses: 0,
+            persistent_congestions: 0,
             packet_threshold: PACKET_THRESHOLD,
             time_threshold_slack_shift: TIME_THRESHOLD_SLACK_SHIFT,
             reordering_rounds_left: 0,
@@ -319,6 +322,9 @@ impl LossDetector {
         if round.lost_packets > 0 {
             self.count_round_towards_forgetting();
         }
+        if round.persistent_congestion {
+            self.persistent_congestions += 1;
+        }
         round
     }
 
@@ -367,6 +373,11 @@ impl LossDetector {
     /// Packets declared lost and acknowledged later.
     pub fn spurious_losses(&self) -> u64 {
         self.spurious_losses
+    }
+
+    /// Loss rounds so far that declared persistent congestion (RFC 9002 section 7.6).
+    pub fn persistent_congestions(&self) -> u64 {
+        self.persistent_congestions
     }
 }
 

@@ -548,6 +548,7 @@ impl<C: Controller> PathProbe<C> {
             loss_rate: self.loss.loss_rate(),
             lost_packets: self.loss.lost_packets(),
             spurious_losses: self.loss.spurious_losses(),
+            persistent_congestions: self.loss.persistent_congestions(),
             packet_threshold: self.loss.packet_threshold(),
             pto_count: self.loss.pto_count(),
             liveness: self.liveness.state(),

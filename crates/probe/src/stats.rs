@@ -59,6 +59,9 @@ pub struct PathStats {
     pub lost_packets: u64,
     /// Packets declared lost that were acknowledged later.
     pub spurious_losses: u64,
+    /// Times persistent congestion was declared (RFC 9002 section 7.6): the
+    /// controller restarted from its least window.
+    pub persistent_congestions: u64,
     /// How many packets sent later must be acknowledged before one is declared lost;
     /// grows with the reordering seen (`crate::LossDetector::packet_threshold`).
     pub packet_threshold: u64,

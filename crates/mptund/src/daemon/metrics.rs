@@ -295,6 +295,12 @@ const PATH_METRICS: &[Metric<PathReport>] = &[
         value: Value::Counter(|p| p.spurious_losses),
     },
     Metric {
+        name: "mptund_path_persistent_congestions",
+        help: "Times the path's losses amounted to persistent congestion and its congestion controller restarted from the least window.",
+        unit: None,
+        value: Value::Counter(|p| p.persistent_congestions),
+    },
+    Metric {
         name: "mptund_path_sent_packets",
         help: "Datagrams sent on the path (data, acknowledgements, probes).",
         unit: None,

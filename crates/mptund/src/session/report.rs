@@ -103,6 +103,12 @@ pub struct PathReport {
     /// Liveness as the probe sees it: active, suspect, down, probing.
     pub liveness: String,
     pub cwnd_bytes: u64,
+    /// Where the path's congestion controller is: startup, drain or cruise
+    /// (delay-rate), slow start or avoidance (CUBIC).
+    pub congestion_phase: &'static str,
+    /// The controller's estimate of the path's bottleneck rate (delay-rate's rate
+    /// filter), in bytes per second; none for CUBIC.
+    pub bottleneck_rate_bytes_per_s: Option<u64>,
     pub bytes_in_flight: u64,
     pub delivery_rate_mbit: Option<f64>,
     /// The delivery rate estimate in bytes per second.
@@ -121,6 +127,9 @@ pub struct PathReport {
     pub lost_packets: u64,
     /// Packets declared lost and acknowledged later: the path reordered them.
     pub spurious_losses: u64,
+    /// Times the path's losses amounted to persistent congestion (RFC 9002 §7.6) and
+    /// its controller restarted from the least window.
+    pub persistent_congestions: u64,
     /// Packets sent later that must be acknowledged before one is declared lost; more
     /// than 3 once the path reordered.
     pub packet_threshold: u64,
@@ -173,6 +182,8 @@ impl PathReport {
             min_rtt_ms: stats.min_rtt.map(ms),
             liveness: format!("{:?}", stats.liveness).to_lowercase(),
             cwnd_bytes: stats.cwnd,
+            congestion_phase: path.probe.controller().phase(),
+            bottleneck_rate_bytes_per_s: path.probe.controller().bottleneck_rate(),
             bytes_in_flight: stats.bytes_in_flight,
             delivery_rate_mbit: stats.delivery_rate.map(|bytes| bytes as f64 * 8.0 / 1e6),
             delivery_rate_bytes_per_s: stats.delivery_rate,
@@ -184,6 +195,7 @@ impl PathReport {
             loss_rate: stats.loss_rate,
             lost_packets: stats.lost_packets,
             spurious_losses: stats.spurious_losses,
+            persistent_congestions: stats.persistent_congestions,
             packet_threshold: stats.packet_threshold,
             reinjected_away: path.reinjected_away,
             share_floor_packets: share.floor_packets,

@@ -743,6 +743,14 @@ impl Controller for DelayRate {
         self.state == DelayRateState::Startup
     }
 
+    fn phase(&self) -> &'static str {
+        match self.state {
+            DelayRateState::Startup => "startup",
+            DelayRateState::Drain => "drain",
+            DelayRateState::Cruise => "cruise",
+        }
+    }
+
     fn window(&self) -> u64 {
         self.window
     }

@@ -83,6 +83,14 @@ pub trait Controller {
     fn in_slow_start(&self) -> bool {
         false
     }
+    /// Where the controller is in its state machine, for status reports.
+    fn phase(&self) -> &'static str {
+        if self.in_slow_start() {
+            "slow start"
+        } else {
+            "avoidance"
+        }
+    }
     /// The queuing delay the controller lets stand before it backs off, if it has one.
     fn queuing_delay_target(&self) -> Option<Duration> {
         None
@@ -218,6 +226,13 @@ impl Controller for AnyController {
         match self {
             Self::Cubic(inner) => inner.in_slow_start(),
             Self::DelayRate(inner) => inner.in_slow_start(),
+        }
+    }
+
+    fn phase(&self) -> &'static str {
+        match self {
+            Self::Cubic(inner) => inner.phase(),
+            Self::DelayRate(inner) => inner.phase(),
         }
     }
 
