@@ -11,7 +11,10 @@
 //! * the base delay is the minimum over [`BASE_DELAY_WINDOW`] kept in one-second
 //!   buckets (RFC 6817 keeps per-minute minima in its BASE_HISTORY; a tunnel path is
 //!   judged in seconds, not minutes),
-//! * the queuing delay is the sample minus the base, smoothed with RFC 6298's 1/8,
+//! * the queuing delay is the sample minus the base, smoothed with RFC 6298's 1/8; a
+//!   packet sent into an idle path (below) met no queue of ours, and its delay replaces
+//!   the average: averaged in, a deep queue measured before the path went idle took
+//!   a dozen samples to fade,
 //! * the trend is the least-squares slope of the last [`TREND_SAMPLES`] unwrapped
 //!   delays over their send times, in microseconds per second: a queue building in a
 //!   modem shows as a positive slope several round trips before it overflows, the
@@ -116,6 +119,12 @@ impl OwdEstimator {
     /// acknowledgement's arrival, places the sample where the queue was). Feed one
     /// sample per newly acknowledged largest packet; repeats would weigh it twice.
     pub fn on_sample(&mut self, sent: Instant, raw_owd_us: u32) {
+        self.add_sample(sent, raw_owd_us, false);
+    }
+
+    /// `idle`: the packet was sent into an idle path, so the queue it met holds none
+    /// of our packets and replaces the smoothed one rather than being averaged in.
+    fn add_sample(&mut self, sent: Instant, raw_owd_us: u32, idle: bool) {
         let first = self.origin.is_none();
         let origin = *self.origin.get_or_insert(sent);
         if first {
@@ -148,8 +157,8 @@ impl OwdEstimator {
 
         let queuing = (self.unwrapped - self.base) as f64;
         self.smoothed_queuing_us = Some(match self.smoothed_queuing_us {
-            None => queuing,
-            Some(old) => old + (queuing - old) / SMOOTHING_DENOMINATOR,
+            Some(old) if !idle => old + (queuing - old) / SMOOTHING_DENOMINATOR,
+            _ => queuing,
         });
 
         self.trend[self.trend_next] = (since_origin.as_secs_f64(), self.unwrapped as f64);
@@ -158,10 +167,10 @@ impl OwdEstimator {
     }
 
     /// Feeds the delay of a packet that was sent into an idle path (see the module
-    /// docs), as [`Self::on_sample`] does, and measures the jitter anew from it and the
-    /// quiet samples before it.
+    /// docs), as [`Self::on_sample`] does except that its queue replaces the smoothed
+    /// one, and measures the jitter anew from it and the quiet samples before it.
     pub fn on_quiet_sample(&mut self, sent: Instant, raw_owd_us: u32) {
-        self.on_sample(sent, raw_owd_us);
+        self.add_sample(sent, raw_owd_us, true);
         self.quiet[self.quiet_next] = Some((sent, self.unwrapped));
         self.quiet_next = (self.quiet_next + 1) % QUIET_SAMPLES;
         let recent = || {

@@ -205,3 +205,22 @@ fn one_outlier_does_not_make_the_jitter() {
     // 43 less 40, 3/6 of the spread of five: the 95 ms delay does not count.
     assert_eq!(owd.jitter(), Some(ms(6)));
 }
+
+/// A packet sent into an idle path met no queue of ours: its delay replaces the
+/// smoothed queue that built while the path was loaded, where a loaded sample is
+/// averaged in.
+#[test]
+fn a_quiet_sample_replaces_the_smoothed_queue() {
+    let t0 = Instant::now();
+    let mut owd = OwdEstimator::new();
+    owd.on_sample(t0, 40_000);
+    for i in 1..=40 {
+        owd.on_sample(t0 + ms(10 * i), 240_000);
+    }
+    let loaded = owd.queuing_delay().unwrap();
+    assert!(loaded > ms(199), "{loaded:?}");
+    owd.on_sample(t0 + ms(500), 42_000);
+    assert!(owd.queuing_delay().unwrap() > ms(170), "averaged in");
+    owd.on_quiet_sample(t0 + ms(900), 43_000);
+    assert_eq!(owd.queuing_delay(), Some(ms(3)));
+}

@@ -734,3 +734,56 @@ fn a_path_forgets_reordering_it_no_longer_sees() {
     lose_in_order(&mut path, &mut clock, next, 1);
     assert_eq!(path.stats(clock).packet_threshold, PACKET_THRESHOLD);
 }
+
+/// The queue measured last stands while packets of ours are in flight; once none is
+/// and the newest got through, it drains as time passes, so a path that fell idle
+/// behind a deep queue is not kept out of the schedule by that queue for good. A path
+/// whose newest packet was lost (one gone dark) keeps the queue it showed.
+#[test]
+fn a_queue_with_nothing_of_ours_in_it_drains_as_time_passes() {
+    let t0 = Instant::now();
+    let mut path = probe(t0);
+    let mut lost = Vec::new();
+    path.on_sent(t0, 0, DATAGRAM, Some(0), false);
+    path.on_ack(t0 + ms(40), &ack_of(&[(0, 0)], ms(0), 20_000), &mut lost);
+    // Eleven packets behind a 200 ms queue; the last one still in flight.
+    for pn in 1..=11u32 {
+        path.on_sent(t0 + ms(40 + u64::from(pn)), pn, DATAGRAM, Some(pn), false);
+    }
+    for pn in 1..=10u32 {
+        let at = t0 + ms(260 + u64::from(pn));
+        path.on_ack(at, &ack_of(&[(pn, pn)], ms(0), 220_000), &mut lost);
+    }
+    let measured_at = t0 + ms(270);
+    let queue = path.queuing_delay().unwrap();
+    assert!(queue > ms(100), "{queue:?}");
+    assert_eq!(
+        path.queuing_delay_at(measured_at + ms(80)),
+        Some(queue),
+        "one in flight"
+    );
+    path.on_ack(
+        measured_at + ms(1),
+        &ack_of(&[(11, 11)], ms(0), 220_000),
+        &mut lost,
+    );
+    let queue = path.queuing_delay().unwrap();
+    let later = measured_at + ms(1) + ms(80);
+    assert_eq!(path.queuing_delay_at(later), Some(queue - ms(80)));
+    assert_eq!(path.queuing_delay_at(later + queue), Some(Duration::ZERO));
+    assert_eq!(path.stats(later).queuing_delay, Some(queue - ms(80)));
+
+    path.on_sent(later, 12, DATAGRAM, Some(12), false);
+    assert_eq!(
+        path.queuing_delay_at(later + ms(80)),
+        Some(queue),
+        "in flight"
+    );
+    path.drain_in_flight(&mut lost);
+    assert_eq!(path.bytes_in_flight(), 0);
+    assert_eq!(
+        path.queuing_delay_at(later + ms(80)),
+        Some(queue),
+        "the newest was lost"
+    );
+}

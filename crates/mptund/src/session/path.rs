@@ -422,11 +422,11 @@ impl SessionPath {
     /// Orders paths by how long a datagram takes to reach the peer on them: the minimum
     /// RTT (under load, this path's way there and the fastest way back) plus the queue
     /// measured on the way there. A path without an RTT sample comes last.
-    pub fn way_to_peer(&self) -> (bool, Duration) {
+    pub fn way_to_peer(&self, now: Instant) -> (bool, Duration) {
         match self.probe.rtt.min() {
             Some(min_rtt) => (
                 false,
-                min_rtt + self.probe.queuing_delay().unwrap_or_default(),
+                min_rtt + self.probe.queuing_delay_at(now).unwrap_or_default(),
             ),
             None => (true, Duration::ZERO),
         }
@@ -507,7 +507,7 @@ impl SessionPath {
         view.backup = self.backup;
         view.srtt = self.probe.rtt.smoothed();
         view.min_rtt = self.probe.rtt.min();
-        let queuing_delay = self.probe.queuing_delay().unwrap_or_default();
+        let queuing_delay = self.probe.queuing_delay_at(now).unwrap_or_default();
         view.one_way_delay = self
             .base_forward_delay(reference)
             .map(|base| base + queuing_delay);

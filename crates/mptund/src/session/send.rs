@@ -515,7 +515,7 @@ impl Session {
             .unwrap_or(heard_at);
         (0..self.paths.len())
             .filter(|&i| up(i) && self.paths[i].last_received.is_some_and(|at| at >= lately))
-            .min_by_key(|&i| self.paths[i].way_to_peer())
+            .min_by_key(|&i| self.paths[i].way_to_peer(now))
     }
 
     /// The path heard from most recently, Up ones first.
