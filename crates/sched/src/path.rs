@@ -162,6 +162,10 @@ pub struct PathView {
     /// second (BBR's BtlBw: the largest recent delivery rate, kept while the path is
     /// offered less than it carries); `None` when the controller keeps none.
     pub bottleneck_rate_bps: Option<u64>,
+    /// The path's congestion controller is still searching for its capacity (slow
+    /// start, BBR's Startup): the bottleneck estimate is only what the path was
+    /// offered so far, and the pacing rate the rate it searches at.
+    pub capacity_searching: bool,
     /// Estimated loss rate, 0.0..=1.0.
     pub loss_rate: Option<f32>,
     /// Whether the path's pacer lets a packet go now.
@@ -185,6 +189,7 @@ impl PathView {
             delivery_rate_app_limited: false,
             pacing_rate_bps: None,
             bottleneck_rate_bps: None,
+            capacity_searching: false,
             loss_rate: None,
             pacing_ready: true,
         }

@@ -530,6 +530,7 @@ impl SessionPath {
             .controller()
             .bottleneck_rate()
             .map(|bytes| bytes.saturating_mul(8));
+        view.capacity_searching = self.probe.controller().in_slow_start();
         // Only a path that could otherwise take the packet waits for its pacer; a pacer
         // time that is already here means ready (rounding must not make a timer spin).
         let sendable = view.state == PathState::Up && view.has_window_room(len);
