@@ -500,7 +500,7 @@ impl<C: Controller> PathProbe<C> {
     /// nothing of ours is in flight. A FIFO that holds none of our packets drains at
     /// least as fast as time passes; without this, a path that stopped carrying data
     /// behind a deep queue kept that queue in its scheduler's predictions, was never
-    /// picked again, and so never measured anew (a modem held at 220 ms for 1.6 s of a
+    /// picked again, and so never measured anew (a modem held at 220 ms for 1.4 s of a
     /// 12 s flow). A path whose newest packets were lost is not known to drain.
     pub fn queuing_delay_at(&self, now: Instant) -> Option<Duration> {
         let queue = self.owd.queuing_delay()?;
