@@ -3,9 +3,10 @@
 mptund with its defaults (as run.py's mptund:default), while the sender's control
 socket is asked for `status json` every --interval-ms. Each run's samples (per path:
 controller phase, window, in flight, bottleneck and delivery rate, pacing rate, RTT,
-queuing delay, losses, persistent congestions, data packets sent) go to one JSON file
-in --out with the flow's goodput and iperf3's intervals; a summary line per run and path
-is printed. For finding out why a run fell low; run.py stays the benchmark.
+queuing delay, losses, persistent congestions, data packets sent) and the inner
+sender's TCP socket (`ss -ti`: window, RTT, an inner BBR's bandwidth and gains) go to
+one JSON file in --out with the flow's goodput and iperf3's intervals; a summary line
+per run and path, and one for the inner sender, is printed. For finding out why a run fell low; run.py stays the benchmark.
 
     sudo MPTUND_BIN=/tmp/mptund-new python3 benches/schedulers/tools/trace_paths.py \\
         --scenario benches/schedulers/unseen/u-train-cells.toml --cc cubic --direction download \\
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import socket
 import sys
 import threading
@@ -47,7 +49,7 @@ def query(sock_path: Path, timeout: float = 1.0) -> dict | None:
         return None
 
 
-SESSION_FIELDS = ("capacity_sharing", "queued", "send_queue_depth", "reinjected")
+SESSION_FIELDS = ("capacity_sharing", "queued", "send_queue_depth", "reinjected", "late_copies")
 REORDER_FIELDS = ("hold_ms", "released_late", "gaps_skipped", "seqs_skipped")
 
 
@@ -78,6 +80,53 @@ class Sampler(threading.Thread):
             self.stopping.wait(self.interval_s)
 
 
+INNER_FIELDS = {"cwnd": int, "rtt": str, "minrtt": float, "pacing_rate": str, "delivery_rate": str,
+                "bytes_acked": int, "retrans": str, "lost": int, "unacked": int, "bbr": str,
+                "busy": str, "rwnd_limited": str, "sndbuf_limited": str, "snd_wnd": int, "rcv_space": int}
+
+
+def inner_socket(ns) -> dict | None:
+    """The inner sender's TCP state (`ss -ti`) for the iperf3 data connection: the
+    established one on port 5201 that has the most bytes acknowledged."""
+    try:
+        text = ns.output("ss", "-tinH", "state", "established", "( sport = :5201 or dport = :5201 )",
+                         timeout=2)
+    except Exception:  # noqa: BLE001 (the flow may not have started or may be gone)
+        return None
+    best = None
+    for info in re.split(r"\n(?=\S)", text):
+        fields = {}
+        for key, kind in INNER_FIELDS.items():
+            match = re.search(rf"(?<![\w_]){key}:(\([^)]*\)|\S+)", info)
+            if match:
+                try:
+                    fields[key] = kind(match.group(1)) if kind is not str else match.group(1)
+                except ValueError:
+                    pass
+        if fields.get("bytes_acked", 0) > (best or {}).get("bytes_acked", -1):
+            best = fields
+    return best
+
+
+class InnerSampler(threading.Thread):
+    """Reads the inner sender's socket every `interval_s`: window, RTT, rates, and
+    an inner BBR's model (`bbr:(bw, mrtt, gains)`)."""
+
+    def __init__(self, ns, interval_s: float):
+        super().__init__(daemon=True)
+        self.ns, self.interval_s = ns, interval_s
+        self.samples: list[dict] = []
+        self.stopping = threading.Event()
+        self.start_s = time.monotonic()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            fields = inner_socket(self.ns)
+            if fields:
+                self.samples.append({"t_s": round(time.monotonic() - self.start_s, 3), **fields})
+            self.stopping.wait(self.interval_s)
+
+
 def one_run(scenario: Path, cc: str, direction: str, duration_s: int, interval_s: float) -> dict:
     from mptund import SERVER_TUN_ADDR, DaemonPair  # testbed/mptund.py
 
@@ -89,12 +138,15 @@ def one_run(scenario: Path, cc: str, direction: str, duration_s: int, interval_s
         daemons.start()
         sender, receiver = ("server", "client") if direction == "download" else ("client", "server")
         sampler = Sampler(daemons.control_socket(sender), daemons.control_socket(receiver), interval_s)
+        inner = InnerSampler(topo.server if direction == "download" else topo.client, interval_s)
         sampler.start()
+        inner.start()
         try:
             flow = bench.baselines.iperf3(topo, cc, duration_s, direction, SERVER_TUN_ADDR)
         finally:
-            sampler.stopping.set()
-            sampler.join()
+            for thread in (sampler, inner):
+                thread.stopping.set()
+                thread.join()
             reports = dict(zip(("client", "server"), daemons.stop()))
         emulator = topo.stop_emulator()
     summary = bench.baselines.summarise(flow, [1.0], None)
@@ -103,7 +155,7 @@ def one_run(scenario: Path, cc: str, direction: str, duration_s: int, interval_s
             "mptund_reorder": bench.reorder_figures(reports[receiver]),
             "mptund_sender": bench.sender_figures(reports[sender]),
             **bench.baselines.emulator_figures(emulator, direction),
-            "samples": sampler.samples}
+            "samples": sampler.samples, "inner_samples": inner.samples}
 
 
 def describe(result: dict) -> str:
@@ -116,6 +168,19 @@ def describe(result: dict) -> str:
     lines = [f"  inner retransmissions {result['retransmissions']}  reinjected {sender['reinjected']}"
              f"  sender drops {sender['drops']}  gaps skipped {result['mptund_reorder'].get('gaps_skipped')}"
              f"  emulator drops {result['emulator_drops']}"]
+    inner = result.get("inner_samples") or []
+    if inner:
+        # Up to the data connection's last sample: after it, `ss` finds iperf3's next one.
+        last_index = max(range(len(inner)), key=lambda i: inner[i].get("bytes_acked", 0))
+        inner = inner[:last_index + 1]
+        rtts = sorted(float(s["rtt"].split("/")[0]) for s in inner[len(inner) // 2:] if "rtt" in s)
+        # Linux BBR's Startup paces at 2/ln 2 (printed 2.88672); its last sample in Startup.
+        startup = [s["t_s"] for s in inner if "pacing_gain:2.88" in s.get("bbr", "")]
+        lines.append(
+            f"  inner sender: peak cwnd {max(s.get('cwnd', 0) for s in inner)} packets"
+            f"  min RTT {min(s.get('minrtt', 1e9) for s in inner):.1f} ms"
+            f"  median RTT (2nd half) {rtts[len(rtts) // 2] if rtts else float('nan'):.1f} ms"
+            + (f"  bbr Startup until {startup[-1]:.1f} s (sampler time)" if startup else ""))
     last = samples[-1]["paths"]
     total = sum(p["sent_data_packets"] or 0 for p in last.values()) or 1
     half = samples[len(samples) // 2:]
