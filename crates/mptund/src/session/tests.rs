@@ -17,6 +17,7 @@ use crate::keys::PrivateKey;
 
 mod cookies;
 mod keys;
+mod late_copies;
 mod many_sessions;
 mod migration;
 mod retransmissions;
