@@ -128,7 +128,6 @@ def sender_figures(sender_report: dict) -> dict:
         "reinjected": sessions[0].get("reinjected"),
         "queued": sessions[0].get("queued"),
         "duplicated": sessions[0].get("duplicated"),
-        "late_copies": sessions[0].get("late_copies"),
         "parity_sent": sessions[0].get("parity_sent"),
         # Sent on the data's direction: each takes a slot of the data's rate.
         "standalone_acks": sessions[0].get("standalone_acks"),

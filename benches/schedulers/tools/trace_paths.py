@@ -6,7 +6,8 @@ controller phase, window, in flight, bottleneck and delivery rate, pacing rate, 
 queuing delay, losses, persistent congestions, data packets sent) and the inner
 sender's TCP socket (`ss -ti`: window, RTT, an inner BBR's bandwidth and gains) go to
 one JSON file in --out with the flow's goodput and iperf3's intervals; a summary line
-per run and path, and one for the inner sender, is printed. For finding out why a run fell low; run.py stays the benchmark.
+per run and path, and one for the inner sender, is printed. For finding out why a run
+fell low; run.py stays the benchmark.
 
     sudo MPTUND_BIN=/tmp/mptund-new python3 benches/schedulers/tools/trace_paths.py \\
         --scenario benches/schedulers/unseen/u-train-cells.toml --cc cubic --direction download \\
@@ -49,7 +50,7 @@ def query(sock_path: Path, timeout: float = 1.0) -> dict | None:
         return None
 
 
-SESSION_FIELDS = ("capacity_sharing", "queued", "send_queue_depth", "reinjected", "late_copies")
+SESSION_FIELDS = ("capacity_sharing", "queued", "send_queue_depth", "reinjected")
 REORDER_FIELDS = ("hold_ms", "released_late", "gaps_skipped", "seqs_skipped")
 
 

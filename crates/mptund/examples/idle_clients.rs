@@ -109,7 +109,6 @@ fn settings(
             scheduler: "round-robin".into(),
             scheduler_params: Default::default(),
             duplicate_latency_critical: false,
-            copy_late_packets: false,
             parity_on_lossy_paths: true,
             reorder: ReorderConfig {
                 max_hold: Duration::from_millis(100),

@@ -422,11 +422,6 @@ impl<C: Controller> PathProbe<C> {
         self.sent.packets_in_flight()
     }
 
-    /// The packets still in flight, oldest first.
-    pub fn in_flight(&self) -> impl Iterator<Item = &SentPacket> + '_ {
-        self.sent.iter_in_flight()
-    }
-
     /// The congestion window in bytes.
     pub fn window(&self) -> u64 {
         self.controller.window()

@@ -102,11 +102,6 @@ pub const DEFAULT_SCHEDULER: &str = "earliest-arrival";
 /// `benches/schedulers/` shows the copies pay for their bytes.
 pub const DEFAULT_DUPLICATE_LATENCY_CRITICAL: bool = false;
 
-/// Default `scheduler.copy_late_packets`: off. The copies gained an inner BBR up to 7 %
-/// on lossy and widely spread paths and cost an inner CUBIC up to 5 % there
-/// (`session/late_copies.rs`, `benches/schedulers/REPORT.md`).
-pub const DEFAULT_COPY_LATE_PACKETS: bool = false;
-
 /// Default `scheduler.parity_on_lossy_paths`: off. On lossy paths it gained one cubic
 /// flow 6-8 % and cost one bbr flow 0-2.5 % (`benches/schedulers/REPORT.md`), and the
 /// whole benchmark matrix has not run with it on.
@@ -252,9 +247,6 @@ pub struct SchedulerConfig {
     /// Send latency-critical inner packets (pure TCP ACKs, SYN/FIN/RST, DNS) on the
     /// two fastest paths.
     pub duplicate_latency_critical: bool,
-    /// Send copies of the packets slower paths still carry on a path that would
-    /// otherwise idle, when they arrive markedly earlier there.
-    pub copy_late_packets: bool,
     /// Send a parity datagram after each block of data datagrams on a path that
     /// loses packets to the radio, so the receiver rebuilds a loss without waiting
     /// for its repair.

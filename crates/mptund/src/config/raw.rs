@@ -104,7 +104,6 @@ pub(super) struct RawPeer {
 pub(super) struct RawScheduler {
     pub name: Option<Sp<String>>,
     pub duplicate_latency_critical: Option<Sp<bool>>,
-    pub copy_late_packets: Option<Sp<bool>>,
     pub parity_on_lossy_paths: Option<Sp<bool>>,
     pub ecf_hysteresis: Option<Sp<f64>>,
     pub blest_lambda: Option<Sp<f64>>,

@@ -519,12 +519,6 @@ const SESSION_METRICS: &[Metric<SessionReport>] = &[
         value: Value::Counter(|s| s.reinjected),
     },
     Metric {
-        name: "mptund_session_late_copies",
-        help: "Copies of data datagrams in flight on a slower path, sent on a path that would otherwise idle (scheduler.copy_late_packets).",
-        unit: None,
-        value: Value::Counter(|s| s.late_copies),
-    },
-    Metric {
         name: "mptund_session_queued_packets",
         help: "Inner packets that waited because every path was full.",
         unit: None,

@@ -126,7 +126,6 @@ fn session(
             ..scheduler.params.clone()
         },
         duplicate_latency_critical: scheduler.duplicate_latency_critical,
-        copy_late_packets: scheduler.copy_late_packets,
         parity_on_lossy_paths: scheduler.parity_on_lossy_paths,
         reorder: ReorderConfig {
             max_hold: reorder.max_hold,

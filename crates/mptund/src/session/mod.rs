@@ -28,7 +28,6 @@ mod engine;
 mod fec;
 pub mod inner;
 mod keyring;
-mod late_copies;
 mod migration;
 mod path;
 mod queue;
@@ -144,8 +143,6 @@ pub struct SessionSettings {
     pub scheduler_params: SchedulerParams,
     /// Latency-critical inner packets go on the two fastest paths.
     pub duplicate_latency_critical: bool,
-    /// Copies of what slower paths carry go on a path that would idle (see `late_copies`).
-    pub copy_late_packets: bool,
     /// Parity datagrams on paths that lose packets to the radio (see `fec`).
     pub parity_on_lossy_paths: bool,
     /// `reorder.max_hold` is the fixed hold unless this is set.
@@ -213,9 +210,6 @@ struct Sender {
     lost: Vec<LostPacket>,
     /// Scratch for copies of a suspect path's packets.
     copies: Vec<(SeqNo, Packet)>,
-    /// Scratch for packets a faster path would deliver earlier: sequence number, path
-    /// index and packet number (see `late_copies`).
-    late: Vec<(SeqNo, usize, u32)>,
 }
 
 /// What the session receives: the reorder buffer that hands inner packets to the TUN
@@ -251,8 +245,6 @@ pub struct SessionCounters {
     pub piggybacked_acks: u64,
     /// Extra copies of latency-critical inner packets sent on a second path.
     pub duplicated: u64,
-    /// Copies of packets in flight on a slower path, sent on one that would idle.
-    pub late_copies: u64,
     /// Times the session's keys were replaced by a renewal handshake.
     pub key_renewals: u64,
     /// Parity datagrams sent on lossy paths.
@@ -288,7 +280,6 @@ impl Session {
                 views: Vec::with_capacity(paths.len().max(8)),
                 lost: Vec::new(),
                 copies: Vec::new(),
-                late: Vec::new(),
             },
             receiver: Receiver {
                 reorder: ReorderBuffer::new(settings.reorder, SeqNo(0)),

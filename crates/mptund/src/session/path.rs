@@ -387,64 +387,6 @@ impl SessionPath {
         }
     }
 
-    /// Adds `(seq, index, packet number)` for each data packet in flight here, oldest
-    /// first and not copied yet, that is still on its way at `deadline` when it takes
-    /// `one_way` from when it was sent; at most `limit` of them.
-    pub fn late_in_flight(
-        &self,
-        one_way: Duration,
-        deadline: Instant,
-        index: usize,
-        limit: usize,
-        late: &mut Vec<(SeqNo, usize, u32)>,
-    ) {
-        // Both in packet-number order; every data packet in flight is kept.
-        let mut kept = self.kept.iter();
-        let mut added = 0;
-        for sent in self.probe.in_flight() {
-            if added >= limit {
-                break;
-            }
-            if sent.seq.is_none() || sent.time + one_way <= deadline {
-                continue;
-            }
-            let Some(entry) = kept.find(|kept| kept.packet_number == sent.pn) else {
-                break;
-            };
-            if !entry.copied {
-                late.push((entry.seq, index, sent.pn));
-                added += 1;
-            }
-        }
-    }
-
-    /// A copy of the kept inner packet with this packet number for another path, unless
-    /// one already went out; the original stays in flight here.
-    pub fn copy_kept(
-        &mut self,
-        packet_number: u32,
-        pool: &mut BufferPool,
-    ) -> Option<(SeqNo, Packet)> {
-        let kept = self
-            .kept
-            .iter_mut()
-            .find(|kept| kept.packet_number == packet_number && !kept.copied)?;
-        let copy = pool.take_copy_of(&kept.packet)?;
-        kept.copied = true;
-        Some((kept.seq, copy))
-    }
-
-    /// Whether a datagram of `len` bytes may go now: room in the window, the pacer ready.
-    pub fn can_send_now(&mut self, now: Instant, len: usize) -> bool {
-        self.probe.has_window_room(len as u64)
-            && self.pacing_delay(now, len).is_none_or(|at| at <= now)
-    }
-
-    /// The largest datagram the path carries.
-    pub fn max_datagram_size(&self) -> usize {
-        usize::try_from(self.probe.config().max_datagram_size).unwrap_or(usize::MAX)
-    }
-
     /// Returns the kept datagrams sent before the oldest packet still in flight: they
     /// were acknowledged (lost ones were taken out when declared lost).
     pub fn release_acknowledged(&mut self, pool: &mut BufferPool) {

@@ -229,7 +229,6 @@ impl Session {
             if let Some(codel) = &mut self.sender.send_queue.codel {
                 codel.forget_standing_queue();
             }
-            self.copy_late_packets(now, pool, out);
         }
     }
 

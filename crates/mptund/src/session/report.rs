@@ -47,8 +47,6 @@ pub struct SessionReport {
     pub piggybacked_acks: u64,
     /// Extra copies of latency-critical inner packets.
     pub duplicated: u64,
-    /// Copies of packets a slower path carried, sent on one that would idle.
-    pub late_copies: u64,
     /// Times a renewal handshake replaced the session's keys.
     pub key_renewals: u64,
     pub parity_sent: u64,
@@ -265,7 +263,6 @@ impl SessionReport {
             standalone_acks: session.counters.standalone_acks,
             piggybacked_acks: session.counters.piggybacked_acks,
             duplicated: session.counters.duplicated,
-            late_copies: session.counters.late_copies,
             parity_sent: session.counters.parity_sent,
             parity_rebuilt: session.counters.parity_rebuilt,
             parity_unrecoverable: session.counters.parity_unrecoverable,

@@ -98,7 +98,7 @@ impl Session {
     /// Fills the scheduler's views of the paths `route` allows; an urgent re-send
     /// sees no windows and no pacing, and a path a repair waits for is shown unable to
     /// send.
-    pub(super) fn refresh_views(&mut self, now: Instant, len: usize, route: Route) {
+    fn refresh_views(&mut self, now: Instant, len: usize, route: Route) {
         let (avoid, waited_for, urgent) = match route {
             Route::New => (None, None, false),
             Route::NewBesides(waited_for) => (None, Some(waited_for), false),
@@ -228,38 +228,6 @@ impl Session {
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) {
-        let len = self.send_sealed(now, index, seq, packet, pool, out);
-        if let Some(id) = self.paths.get(index).map(|path| path.id) {
-            self.sender.scheduler.on_sent(now, id, len);
-        }
-    }
-
-    /// [`Self::send_data`] for a copy of a packet still in flight elsewhere: the
-    /// scheduler is not told, so the copy neither counts as traffic offered nor uses up
-    /// the path's capacity share.
-    pub(super) fn send_copy(
-        &mut self,
-        now: Instant,
-        index: usize,
-        seq: SeqNo,
-        packet: Packet,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
-        self.send_sealed(now, index, seq, packet, pool, out);
-    }
-
-    /// Seals and queues the packet and any parity due; returns the data datagram's
-    /// length.
-    fn send_sealed(
-        &mut self,
-        now: Instant,
-        index: usize,
-        seq: SeqNo,
-        packet: Packet,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) -> usize {
         // A block whose span the next packet number leaves (pings took numbers in
         // between) gets its parity now, before the packet that would not fit.
         let path = &self.paths[index];
@@ -272,12 +240,14 @@ impl Session {
             self.send_parity(now, index, pool, out);
         }
         let (outgoing, parity_due) = self.seal_data(now, index, seq, packet, pool);
-        let len = outgoing.packet.len();
+        let id = outgoing.path;
+        self.sender
+            .scheduler
+            .on_sent(now, id, outgoing.packet.len());
         out.push(outgoing);
         if parity_due {
             self.send_parity(now, index, pool, out);
         }
-        len
     }
 
     /// Sends the parity of path `index`'s block on that path, behind its members. Like

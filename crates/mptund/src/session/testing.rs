@@ -21,7 +21,6 @@ pub fn session_settings(scheduler: &str, hold: Duration, mtu: usize) -> SessionS
         scheduler: scheduler.into(),
         scheduler_params: mptund_sched::SchedulerParams::default(),
         duplicate_latency_critical: false,
-        copy_late_packets: false,
         parity_on_lossy_paths: true,
         reorder: ReorderConfig {
             max_hold: hold,

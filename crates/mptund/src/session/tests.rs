@@ -17,7 +17,6 @@ use crate::keys::PrivateKey;
 
 mod cookies;
 mod keys;
-mod late_copies;
 mod many_sessions;
 mod migration;
 mod retransmissions;

@@ -108,10 +108,6 @@ impl Validator<'_> {
             .duplicate_latency_critical
             .as_ref()
             .map_or(DEFAULT_DUPLICATE_LATENCY_CRITICAL, |value| *value.get_ref());
-        let copy_late_packets = scheduler
-            .copy_late_packets
-            .as_ref()
-            .map_or(DEFAULT_COPY_LATE_PACKETS, |value| *value.get_ref());
         let parity_on_lossy_paths = scheduler
             .parity_on_lossy_paths
             .as_ref()
@@ -154,7 +150,6 @@ impl Validator<'_> {
         Ok(SchedulerConfig {
             name,
             duplicate_latency_critical,
-            copy_late_packets,
             parity_on_lossy_paths,
             params,
         })
