@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -223,6 +224,21 @@ class DaemonPair:
     def control_socket(self, side: str) -> Path:
         """Where the `side` daemon's control socket is (`mptund status --socket`)."""
         return self.workdir / f"{side}.sock"
+
+    def status(self, side: str, timeout: float = 1.0) -> dict | None:
+        """The `side` daemon's `status json` from its control socket, or None while it
+        cannot answer (starting, stopping)."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(timeout)
+                conn.connect(str(self.control_socket(side)))
+                conn.sendall(b"status json\n")
+                chunks = []
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+            return json.loads(b"".join(chunks))
+        except (OSError, ValueError):
+            return None
 
     def snapshot(self, side: str) -> dict | None:
         """The daemon's latest periodic report (`--stats-file`), if written yet."""

@@ -19,7 +19,6 @@ transfer is sized as in run.py, by the rates of the direction it takes.
 import argparse
 import csv
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -29,7 +28,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent / "testbed"), str(HERE)]
 
-from mptund import SERVER_TUN_ADDR, DaemonPair, mptund_binary  # noqa: E402
+from mptund import SERVER_TUN_ADDR  # noqa: E402
+from tcp_state import data_connection, field  # noqa: E402
 from topology import Topology  # noqa: E402
 
 import run as failover  # noqa: E402
@@ -45,27 +45,6 @@ COLUMNS = ["t_s", "inner_cwnd_pkts", "inner_ssthresh_pkts", "inner_rtt_ms", "inn
 # path<i>_queuing_delay_target_ms, path<i>_jitter_ms, path<i>_lost_packets.
 PATH_COLUMNS = ["in_flight_bytes", "cwnd_bytes", "queuing_delay_ms", "delivery_rate_mbit",
                 "queuing_delay_target_ms", "jitter_ms", "lost_packets"]
-
-
-def field(pattern: str, text: str):
-    match = re.search(pattern, text)
-    return match.group(1) if match else ""
-
-
-def data_connection(ss_output: str) -> str:
-    """The `ss -tin` entry of the connection that sent the most (not iperf's control one)."""
-    entries = re.split(r"\n(?=\S)", ss_output)
-    return max(entries, key=lambda entry: int(field(r"bytes_sent:(\d+)", entry) or 0), default="")
-
-
-def status(ns, pair: DaemonPair, side: str) -> dict:
-    """A daemon's status; empty while it cannot answer (starting, stopping)."""
-    done = ns.run(mptund_binary(), "status", "--json", "--socket", str(pair.control_socket(side)),
-                  check=False, capture=True)
-    try:
-        return json.loads(done.stdout)
-    except json.JSONDecodeError:
-        return {}
 
 
 def upload(topo: Topology, server_addr: str, count: int, cc: str) -> tuple[dict, dict]:
@@ -125,15 +104,15 @@ def main() -> int:
         pair = failover.default_daemons(topo, failover.settings(args.reorder))
         stop = threading.Event()
         sending_ns, sending_side = (topo.client, "client") if uploading else (topo.server, "server")
-        receiving_ns, receiving_side = (topo.server, "server") if uploading else (topo.client, "client")
+        receiving_side = "server" if uploading else "client"
 
         def sample():
             while not stop.is_set():
                 t = time.time() - topo.emulator_epoch_unix_s
                 ss_output = sending_ns.run("ss", "-tin", "state", "established", check=False,
                                            capture=True).stdout
-                rows.append(row(t, ss_output, status(sending_ns, pair, sending_side),
-                                status(receiving_ns, pair, receiving_side)))
+                rows.append(row(t, ss_output, pair.status(sending_side) or {},
+                                pair.status(receiving_side) or {}))
                 time.sleep(0.03)
 
         sampler = threading.Thread(target=sample)

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import socket
 import sys
 import threading
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import run as bench  # noqa: E402  (run.py: the test bed, scenarios and iperf3 helpers)
+from tcp_state import data_connection, field  # noqa: E402  (testbed/, on the path run.py set)
 
 FIELDS = ("state", "congestion_phase", "cwnd_bytes", "bytes_in_flight", "bottleneck_rate_bytes_per_s",
           "delivery_rate_bytes_per_s", "pacing_rate_bytes_per_s", "srtt_ms", "min_rtt_ms",
@@ -35,50 +34,8 @@ FIELDS = ("state", "congestion_phase", "cwnd_bytes", "bytes_in_flight", "bottlen
           "sent_data_packets", "share_floor_rate_bytes_per_s", "liveness")
 
 
-def query(sock_path: Path, timeout: float = 1.0) -> dict | None:
-    """The daemon's `status json`, or None while it cannot answer."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout)
-            conn.connect(str(sock_path))
-            conn.sendall(b"status json\n")
-            chunks = []
-            while chunk := conn.recv(65536):
-                chunks.append(chunk)
-        return json.loads(b"".join(chunks))
-    except (OSError, ValueError):
-        return None
-
-
 SESSION_FIELDS = ("capacity_sharing", "queued", "send_queue_depth", "reinjected")
 REORDER_FIELDS = ("hold_ms", "released_late", "gaps_skipped", "seqs_skipped")
-
-
-class Sampler(threading.Thread):
-    """Asks the sender for its paths and queue, and the receiver for its reorder
-    buffer, every `interval_s`."""
-
-    def __init__(self, sender: Path, receiver: Path, interval_s: float):
-        super().__init__(daemon=True)
-        self.sender, self.receiver, self.interval_s = sender, receiver, interval_s
-        self.samples: list[dict] = []
-        self.stopping = threading.Event()
-        self.start_s = time.monotonic()
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            report = query(self.sender) or {}
-            sessions = report.get("sessions") or []
-            receiving = (query(self.receiver) or {}).get("sessions") or [{}]
-            if sessions:
-                self.samples.append({
-                    "t_s": round(time.monotonic() - self.start_s, 3),
-                    "paths": {p["name"]: {k: p.get(k) for k in FIELDS} for p in sessions[0]["paths"]},
-                    "session": {k: sessions[0].get(k) for k in SESSION_FIELDS},
-                    "drops": {k: v for k, v in report.get("drops", {}).items() if v},
-                    "reorder": {k: receiving[0].get("reorder", {}).get(k) for k in REORDER_FIELDS},
-                })
-            self.stopping.wait(self.interval_s)
 
 
 INNER_FIELDS = {"cwnd": int, "rtt": str, "minrtt": float, "pacing_rate": str, "delivery_rate": str,
@@ -86,45 +43,52 @@ INNER_FIELDS = {"cwnd": int, "rtt": str, "minrtt": float, "pacing_rate": str, "d
                 "busy": str, "rwnd_limited": str, "sndbuf_limited": str, "snd_wnd": int, "rcv_space": int}
 
 
-def inner_socket(ns) -> dict | None:
-    """The inner sender's TCP state (`ss -ti`) for the iperf3 data connection: the
-    established one on port 5201 that has the most bytes acknowledged."""
-    try:
-        text = ns.output("ss", "-tinH", "state", "established", "( sport = :5201 or dport = :5201 )",
-                         timeout=2)
-    except Exception:  # noqa: BLE001 (the flow may not have started or may be gone)
-        return None
-    best = None
-    for info in re.split(r"\n(?=\S)", text):
-        fields = {}
-        for key, kind in INNER_FIELDS.items():
-            match = re.search(rf"(?<![\w_]){key}:(\([^)]*\)|\S+)", info)
-            if match:
-                try:
-                    fields[key] = kind(match.group(1)) if kind is not str else match.group(1)
-                except ValueError:
-                    pass
-        if fields.get("bytes_acked", 0) > (best or {}).get("bytes_acked", -1):
-            best = fields
-    return best
+def inner_socket(ns) -> dict:
+    """The inner sender's TCP state (`ss -tin`) for the iperf3 data connection; empty
+    before the flow starts."""
+    done = ns.run("ss", "-tinH", "state", "established", "( sport = :5201 or dport = :5201 )",
+                  check=False, capture=True, timeout=2)
+    tcp = data_connection(done.stdout)
+    fields = {}
+    for key, kind in INNER_FIELDS.items():
+        value = field(rf"(?<![\w_]){key}:(\([^)]*\)|\S+)", tcp)
+        try:
+            if value:
+                fields[key] = kind(value)
+        except ValueError:
+            pass
+    return fields
 
 
-class InnerSampler(threading.Thread):
-    """Reads the inner sender's socket every `interval_s`: window, RTT, rates, and
-    an inner BBR's model (`bbr:(bw, mrtt, gains)`)."""
+class Sampler(threading.Thread):
+    """Every `interval_s`: the sending daemon's paths and queue, the receiving daemon's
+    reorder buffer, and the inner sender's socket (in `sending_ns`)."""
 
-    def __init__(self, ns, interval_s: float):
+    def __init__(self, pair, sender: str, receiver: str, sending_ns, interval_s: float):
         super().__init__(daemon=True)
-        self.ns, self.interval_s = ns, interval_s
+        self.pair, self.sender, self.receiver = pair, sender, receiver
+        self.sending_ns, self.interval_s = sending_ns, interval_s
         self.samples: list[dict] = []
+        self.inner_samples: list[dict] = []
         self.stopping = threading.Event()
         self.start_s = time.monotonic()
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            fields = inner_socket(self.ns)
-            if fields:
-                self.samples.append({"t_s": round(time.monotonic() - self.start_s, 3), **fields})
+            report = self.pair.status(self.sender) or {}
+            sessions = report.get("sessions") or []
+            receiving = (self.pair.status(self.receiver) or {}).get("sessions") or [{}]
+            t_s = round(time.monotonic() - self.start_s, 3)
+            if sessions:
+                self.samples.append({
+                    "t_s": t_s,
+                    "paths": {p["name"]: {k: p.get(k) for k in FIELDS} for p in sessions[0]["paths"]},
+                    "session": {k: sessions[0].get(k) for k in SESSION_FIELDS},
+                    "drops": {k: v for k, v in report.get("drops", {}).items() if v},
+                    "reorder": {k: receiving[0].get("reorder", {}).get(k) for k in REORDER_FIELDS},
+                })
+            if inner := inner_socket(self.sending_ns):
+                self.inner_samples.append({"t_s": t_s, **inner})
             self.stopping.wait(self.interval_s)
 
 
@@ -138,16 +102,13 @@ def one_run(scenario: Path, cc: str, direction: str, duration_s: int, interval_s
                              congestion_controller=None, reorder_adaptive=None)
         daemons.start()
         sender, receiver = ("server", "client") if direction == "download" else ("client", "server")
-        sampler = Sampler(daemons.control_socket(sender), daemons.control_socket(receiver), interval_s)
-        inner = InnerSampler(topo.server if direction == "download" else topo.client, interval_s)
+        sampler = Sampler(daemons, sender, receiver, getattr(topo, sender), interval_s)
         sampler.start()
-        inner.start()
         try:
             flow = bench.baselines.iperf3(topo, cc, duration_s, direction, SERVER_TUN_ADDR)
         finally:
-            for thread in (sampler, inner):
-                thread.stopping.set()
-                thread.join()
+            sampler.stopping.set()
+            sampler.join()
             reports = dict(zip(("client", "server"), daemons.stop()))
         emulator = topo.stop_emulator()
     summary = bench.baselines.summarise(flow, [1.0], None)
@@ -156,7 +117,7 @@ def one_run(scenario: Path, cc: str, direction: str, duration_s: int, interval_s
             "mptund_reorder": bench.reorder_figures(reports[receiver]),
             "mptund_sender": bench.sender_figures(reports[sender]),
             **bench.baselines.emulator_figures(emulator, direction),
-            "samples": sampler.samples, "inner_samples": inner.samples}
+            "samples": sampler.samples, "inner_samples": sampler.inner_samples}
 
 
 def describe(result: dict) -> str:

@@ -354,11 +354,10 @@ impl Sharing {
 fn share_capacity(path: &PathView) -> Option<u64> {
     let capacity = capacity_bytes_per_sec(path)?;
     let starved = path.capacity_searching && path.delivery_rate_app_limited;
-    let searching_at = path
-        .pacing_rate_bps
-        .filter(|_| starved)
-        .map_or(0, |bps| bps / 8);
-    Some(capacity.max(searching_at))
+    Some(match path.pacing_rate_bps {
+        Some(bps) if starved => capacity.max(bps / 8),
+        _ => capacity,
+    })
 }
 
 #[cfg(test)]
