@@ -31,10 +31,12 @@
 //! duplicated; the scheduler returns [`Pick::Hold`] instead. A GEO satellite
 //! (280 ms one way) behind 5G (8 ms) then carries data only while the faster
 //! paths cannot (a 5G outage), not whenever they are momentarily full. This test
-//! takes the path at its [`crate::earliest_possible_arrival`]: a path judged too
-//! late never carries data, so its estimate never improves, and an idle path's
-//! delay is the one most easily overstated (a modem 120 ms away next to one 8 ms
-//! away was estimated at 232 ms and shut out).
+//! takes the path at its [`crate::arrival_at_shown_rate`]. Its delay is the lower
+//! of two estimates: a path judged too late never carries data, so its estimate
+//! never improves, and an idle path's delay is the one most easily overstated (a
+//! modem 120 ms away next to one 8 ms away was estimated at 232 ms and shut out).
+//! Its queue drains at the rate the path has shown, not the one its controller
+//! probes with: a far modem in Startup was otherwise filled to 180 ms of queue.
 //!
 //! Waiting for a full path is opt-in
 //! ([`crate::SchedulerParams::earliest_arrival_wait_margin`]): then, if an
@@ -78,7 +80,7 @@ use std::time::{Duration, Instant};
 use crate::eligible::{least_loaded, Eligibility};
 use crate::path::{PacketClass, PacketInfo, PathId, PathView, Pick};
 use crate::predict::{
-    backlog_drain_time, earliest_possible_arrival, predicted_arrival, predicted_arrival_when_open,
+    arrival_at_shown_rate, backlog_drain_time, predicted_arrival, predicted_arrival_when_open,
 };
 use crate::scheduler::Scheduler;
 use crate::share::{CapacityShare, PathShare, EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT};
@@ -165,7 +167,7 @@ impl Scheduler for EarliestArrival {
                 };
                 let key = (arrival, path.bytes_in_flight, path.id);
                 if best_ready.is_none_or(|(best, _)| key < best) {
-                    let earliest = earliest_possible_arrival(path, packet.len).unwrap_or(arrival);
+                    let earliest = arrival_at_shown_rate(path, packet.len).unwrap_or(arrival);
                     best_ready = Some((key, earliest));
                 }
                 continue;
@@ -362,6 +364,38 @@ mod tests {
             EarliestArrival::default().pick(now, &PACKET, &paths),
             Pick::Hold
         );
+    }
+
+    #[test]
+    fn a_path_in_startup_is_filled_only_as_deep_as_the_reorder_window() {
+        let now = Instant::now();
+        // u-five-asym's slowest modem (120 ms one way, 128 ms min RTT, 5 Mbit/s found)
+        // in Startup, application-limited, its pacing and window at 2/ln 2 of that,
+        // next to a full 8 ms path.
+        let far = |in_flight: u64| {
+            let mut far = measured(0, 120, 4);
+            far.min_rtt = Some(Duration::from_millis(128));
+            far.srtt = Some(Duration::from_millis(128));
+            far.delivery_rate_app_limited = true;
+            far.bottleneck_rate_bps = Some(5_000_000);
+            far.pacing_rate_bps = Some(14_425_000);
+            far.cwnd_bytes = Some(231_000);
+            far.bytes_in_flight = in_flight;
+            far
+        };
+        let pick = |in_flight| {
+            EarliestArrival::default().pick(
+                now,
+                &PACKET,
+                &[far(in_flight), full(measured(1, 8, 25))],
+            )
+        };
+        // One bandwidth-delay product (80 kB) and some queue fit in the 200 ms window.
+        assert_eq!(pick(0), Pick::One(PathId(0)));
+        assert_eq!(pick(120_000), Pick::One(PathId(0)));
+        // 189 kB would queue 175 ms at 5 Mbit/s, arriving 290 ms after the 8 ms path:
+        // its window has room, but the packet waits for the fast path.
+        assert_eq!(pick(189_000), Pick::Hold);
     }
 
     /// A 10 ms, 10 Mbit/s path whose window (30 kB) is about its BDP (25 kB).

@@ -52,8 +52,8 @@ pub use eligible::{eligible_paths, Eligibility};
 pub use min_rtt::MinRtt;
 pub use path::{PacketClass, PacketInfo, PathId, PathSet, PathSetIter, PathState, PathView, Pick};
 pub use predict::{
-    backlog_drain_time, capacity_bytes_per_sec, earliest_possible_arrival, latency_critical_paths,
-    one_way_delay_estimate, predicted_arrival, predicted_arrival_when_open,
+    arrival_at_shown_rate, backlog_drain_time, capacity_bytes_per_sec, earliest_possible_arrival,
+    latency_critical_paths, one_way_delay_estimate, predicted_arrival, predicted_arrival_when_open,
     rate_estimate_bytes_per_sec, repair_pick, repair_route, RepairRoute, LATENCY_CRITICAL_COPIES,
 };
 pub use redundant::Redundant;

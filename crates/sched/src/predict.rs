@@ -104,8 +104,14 @@ pub fn one_way_delay_estimate(view: &PathView) -> Option<Duration> {
 /// to be queued, which errs towards a later arrival. Returns `None` when the
 /// path has no delay measurement at all.
 pub fn predicted_arrival(view: &PathView, packet_len: usize) -> Option<Duration> {
+    arrival_at_rate(view, packet_len, rate_estimate_bytes_per_sec(view))
+}
+
+/// [`predicted_arrival`] with the queue drained at `rate` (bytes per second); the bare
+/// one-way delay without one.
+fn arrival_at_rate(view: &PathView, packet_len: usize, rate: Option<u64>) -> Option<Duration> {
     let one_way = one_way_delay_estimate(view)?;
-    let Some(rate) = rate_estimate_bytes_per_sec(view) else {
+    let Some(rate) = rate else {
         return Some(one_way);
     };
     let bdp_bytes = view
@@ -121,12 +127,57 @@ pub fn predicted_arrival(view: &PathView, packet_len: usize) -> Option<Duration>
 /// [`PathView::one_way_delay_floor`] where that is lower: the arrival to judge a path
 /// by when overstating it would shut the path out.
 pub fn earliest_possible_arrival(view: &PathView, packet_len: usize) -> Option<Duration> {
+    predicted_arrival(&with_delay_floor(view), packet_len)
+}
+
+/// `view` with its one-way delay at [`PathView::one_way_delay_floor`] where that is lower.
+fn with_delay_floor(view: &PathView) -> PathView {
     let mut floored = *view;
     if let (Some(delay), Some(floor)) = (view.one_way_delay, view.one_way_delay_floor) {
         floored.one_way_delay = Some(delay.min(floor));
     }
-    predicted_arrival(&floored, packet_len)
+    floored
 }
+
+/// Like [`earliest_possible_arrival`], with the queue ahead drained at the rate the path
+/// has shown, not at the one it is probed with: the arrival to hold against the
+/// receiver's reorder window, where a late estimate costs the inner flow a loss.
+///
+/// The shown rate is the higher of the controller's bottleneck estimate and the latest
+/// delivery rate. [`rate_estimate_bytes_per_sec`] takes an application-limited path at
+/// its pacing rate or `cwnd / srtt`, so as not to shut it out, and a controller in
+/// Startup has both at 2/ln 2 times the rate it found: by that estimate its Startup
+/// window, 2/ln 2 bandwidth-delay products, holds no queue at all. On a modem 120 ms
+/// away behind one 8 ms away (u-five-asym, `benches/schedulers/REPORT.md`) the window
+/// was filled at once, its queue reached 180 ms, and more than a hundred of the inner
+/// flow's packets came after the receiver gave their gaps up. Drained at the shown
+/// rate, a path is never shut out (with nothing queued its arrival is its delay), and
+/// it is filled only as deep as the reorder window leaves room; what it then delivers
+/// raises the shown rate where there was more.
+pub fn arrival_at_shown_rate(view: &PathView, packet_len: usize) -> Option<Duration> {
+    let floored = with_delay_floor(view);
+    let shown = [view.bottleneck_rate_bps, view.delivery_rate_bps]
+        .into_iter()
+        .flatten()
+        .max()
+        .map(|bps| bps / 8);
+    let Some(rtt) = view.min_rtt.or(view.srtt).filter(|rtt| !rtt.is_zero()) else {
+        return predicted_arrival(&floored, packet_len);
+    };
+    let unproven =
+        u128::from(UNPROVEN_WINDOW_PACKETS) * packet_len as u128 * NANOS_PER_SEC / rtt.as_nanos();
+    let unproven = u64::try_from(unproven).unwrap_or(u64::MAX);
+    arrival_at_rate(
+        &floored,
+        packet_len,
+        Some(shown.map_or(unproven, |shown| shown.max(unproven))),
+    )
+}
+
+/// What [`arrival_at_shown_rate`] lets a path hold per round trip before it has shown
+/// any rate: an initial window (RFC 9002 §7.2), so a path nothing was sent on yet is
+/// filled as a fresh connection would be, and what that delivers shows the rest.
+pub const UNPROVEN_WINDOW_PACKETS: u64 = 10;
 
 /// Like [`predicted_arrival`], for a path whose congestion window is full
 /// now: the arrival of the packet if it is sent the moment the window opens
@@ -375,6 +426,54 @@ mod tests {
         idle.delivery_rate_bps = Some(80_000);
         idle.delivery_rate_app_limited = false;
         assert_eq!(rate_estimate_bytes_per_sec(&idle), Some(10_000));
+    }
+
+    #[test]
+    fn a_startup_window_is_queued_at_the_rate_the_path_has_shown() {
+        // u-five-asym's slowest modem: 120 ms one way, 128 ms min RTT (acknowledged on
+        // the fast path), 5 Mbit/s found. Its controller in Startup paces at 2/ln 2 of
+        // that and allows 2/ln 2 bandwidth-delay products, 231 kB; it has them in flight.
+        let mut startup = measured(0, 120, 0);
+        startup.min_rtt = Some(128 * MS);
+        startup.srtt = Some(128 * MS);
+        startup.delivery_rate_bps = Some(4_000_000);
+        startup.delivery_rate_app_limited = true;
+        startup.bottleneck_rate_bps = Some(5_000_000);
+        startup.pacing_rate_bps = Some(14_425_000);
+        startup.cwnd_bytes = Some(231_000);
+        startup.bytes_in_flight = 189_000;
+        // At the pacing rate nothing is queued ahead.
+        let probed = predicted_arrival(&startup, 1400).unwrap();
+        assert!(probed < 121 * MS, "{probed:?}");
+        // At the 625 kB/s found, 109 kB are: 175 ms more.
+        let shown = arrival_at_shown_rate(&startup, 1400).unwrap();
+        assert!(shown > 290 * MS && shown < 300 * MS, "{shown:?}");
+        // A higher latest delivery rate counts too.
+        startup.delivery_rate_bps = Some(10_000_000);
+        let faster = arrival_at_shown_rate(&startup, 1400).unwrap();
+        assert!(faster < 210 * MS, "{faster:?}");
+    }
+
+    #[test]
+    fn a_path_that_has_shown_nothing_gets_an_initial_window() {
+        // Only probes measured: 10 kbit/s, app-limited.
+        let mut idle = measured(0, 60, 0);
+        idle.delivery_rate_bps = Some(10_000);
+        idle.delivery_rate_app_limited = true;
+        idle.bottleneck_rate_bps = Some(10_000);
+        // Empty, it is as far as its delay plus one packet of ten per RTT.
+        let millis = |view: &PathView| arrival_at_shown_rate(view, 1400).unwrap().as_millis();
+        assert_eq!(millis(&idle), 60 + 12);
+        // Ten packets in flight are one RTT's worth: nothing queued ahead yet.
+        idle.bytes_in_flight = 14_000;
+        assert_eq!(millis(&idle), 60 + 12);
+        // Twenty: ten more are queued ahead, another round trip.
+        idle.bytes_in_flight = 28_000;
+        assert_eq!(millis(&idle), 60 + 12 + 120);
+        // Without any round trip measured, the prediction is the usual one.
+        let mut unmeasured = PathView::new(PathId(1), PathState::Up);
+        unmeasured.one_way_delay = Some(30 * MS);
+        assert_eq!(arrival_at_shown_rate(&unmeasured, 1400), Some(30 * MS));
     }
 
     #[test]

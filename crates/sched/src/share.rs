@@ -15,8 +15,9 @@
 //!   percentage of what the fastest path carries in that time. Below it (light traffic,
 //!   a video stream) the fastest path alone carries it, as earliest-arrival decides.
 //! - **Who:** the eligible paths with a capacity estimate
-//!   ([`crate::capacity_bytes_per_sec`]) whose earliest possible arrival is within the
-//!   receiver's reorder window of the fastest path's. A GEO satellite behind 5G is
+//!   ([`crate::capacity_bytes_per_sec`]) whose arrival, queue included
+//!   ([`crate::arrival_at_shown_rate`]), is within the receiver's reorder window of the
+//!   fastest path's earliest possible one. A GEO satellite behind 5G is
 //!   outside it and stays idle, as earliest-arrival's own limit keeps it.
 //! - **How much:** each path earns credit at three quarters of its share of the recent
 //!   traffic's rate, and spends it on every byte it is sent, whoever chose it. A path
@@ -43,7 +44,9 @@ use std::time::{Duration, Instant};
 
 use crate::eligible::Eligibility;
 use crate::path::{PathId, PathView};
-use crate::predict::{bytes_in, capacity_bytes_per_sec, earliest_possible_arrival};
+use crate::predict::{
+    arrival_at_shown_rate, bytes_in, capacity_bytes_per_sec, earliest_possible_arrival,
+};
 
 /// The span over which the traffic's rate is measured: several round trips of the
 /// paths this is for, so the dip of one probing cycle (BBR's 0.75 gain) or one CUBIC
@@ -326,7 +329,7 @@ struct Sharing {
 
 impl Sharing {
     /// `path`'s capacity if it is a member: eligible, with a capacity estimate, and
-    /// arriving within the reorder window of the fastest path.
+    /// arriving, queue included, within the reorder window of the fastest path.
     fn member_capacity(
         &self,
         path: &PathView,
@@ -336,7 +339,7 @@ impl Sharing {
         if !rule.allows(path) {
             return None;
         }
-        let arrival = earliest_possible_arrival(path, packet_len)?;
+        let arrival = arrival_at_shown_rate(path, packet_len)?;
         (arrival <= self.last_arrival)
             .then(|| share_capacity(path))
             .flatten()
