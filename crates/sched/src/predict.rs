@@ -144,14 +144,15 @@ fn with_delay_floor(view: &PathView) -> PathView {
 /// receiver's reorder window, where a late estimate costs the inner flow a loss.
 ///
 /// The shown rate is the higher of the controller's bottleneck estimate and the latest
-/// delivery rate. [`rate_estimate_bytes_per_sec`] takes an application-limited path at
+/// delivery rate, and at least an initial window of ten packets per round trip.
+/// [`rate_estimate_bytes_per_sec`] takes an application-limited path at
 /// its pacing rate or `cwnd / srtt`, so as not to shut it out, and a controller in
 /// Startup has both at 2/ln 2 times the rate it found: by that estimate its Startup
 /// window, 2/ln 2 bandwidth-delay products, holds no queue at all. On a modem 120 ms
 /// away behind one 8 ms away (u-five-asym, `benches/schedulers/REPORT.md`) the window
 /// was filled at once, its queue reached 180 ms, and more than a hundred of the inner
 /// flow's packets came after the receiver gave their gaps up. Drained at the shown
-/// rate, a path is never shut out (with nothing queued its arrival is its delay), and
+/// rate, a path is never shut out (empty, its arrival is its delay and one packet), and
 /// it is filled only as deep as the reorder window leaves room; what it then delivers
 /// raises the shown rate where there was more.
 pub fn arrival_at_shown_rate(view: &PathView, packet_len: usize) -> Option<Duration> {
@@ -177,7 +178,7 @@ pub fn arrival_at_shown_rate(view: &PathView, packet_len: usize) -> Option<Durat
 /// What [`arrival_at_shown_rate`] lets a path hold per round trip before it has shown
 /// any rate: an initial window (RFC 9002 §7.2), so a path nothing was sent on yet is
 /// filled as a fresh connection would be, and what that delivers shows the rest.
-pub const UNPROVEN_WINDOW_PACKETS: u64 = 10;
+const UNPROVEN_WINDOW_PACKETS: u64 = 10;
 
 /// Like [`predicted_arrival`], for a path whose congestion window is full
 /// now: the arrival of the packet if it is sent the moment the window opens

@@ -635,8 +635,8 @@ impl SessionPath {
     ///   data to an unmeasured path while a measured one is merely full, so a sender
     ///   that never measured a path (the server, in a download) would never use it.
     /// - **Its jitter** (`mptund_probe::OwdEstimator::jitter`), from pings sent one at a
-    ///   time into the idle path, at least [`JITTER_PING_GAP`] apart, until
-    ///   [`JITTER_PINGS`] delays are in or [`MAX_JITTER_PINGS`] went out. Keepalives
+    ///   time into the idle path, at least `JITTER_PING_GAP` apart, until
+    ///   `JITTER_PINGS` delays are in or `MAX_JITTER_PINGS` went out. Keepalives
     ///   alone bring one a second, so on a fresh session the jitter came seconds after
     ///   the path's controller had taken a jittery link's delay under load for a queue
     ///   and left Startup: a Wi-Fi path with ±10 ms of jitter carried 3-10 % of the
