@@ -153,8 +153,8 @@ impl Scheduler for EarliestArrival {
                 return Pick::One(id);
             }
         }
-        // Best path that can send: (arrival, in flight, id), and its earliest
-        // possible arrival.
+        // Best path that can send: (arrival, in flight, id), and its arrival for the
+        // reorder-window test.
         let mut best_ready: Option<((Duration, u64, PathId), Duration)> = None;
         // Earliest arrival among paths that cannot send now: of the packet, and of
         // the backlog behind it (only when waiting is on).
@@ -167,8 +167,8 @@ impl Scheduler for EarliestArrival {
                 };
                 let key = (arrival, path.bytes_in_flight, path.id);
                 if best_ready.is_none_or(|(best, _)| key < best) {
-                    let earliest = arrival_at_shown_rate(path, packet.len).unwrap_or(arrival);
-                    best_ready = Some((key, earliest));
+                    let held_to = arrival_at_shown_rate(path, packet.len).unwrap_or(arrival);
+                    best_ready = Some((key, held_to));
                 }
                 continue;
             }
@@ -190,7 +190,7 @@ impl Scheduler for EarliestArrival {
             _ => false,
         };
         match best_ready {
-            Some(((ready, _, _), earliest)) if too_late(earliest) || worth_waiting(ready) => {
+            Some(((ready, _, _), held_to)) if too_late(held_to) || worth_waiting(ready) => {
                 Pick::Hold
             }
             Some(((_, _, id), _)) => Pick::One(id),

@@ -79,12 +79,16 @@ pub fn capacity_bytes_per_sec(view: &PathView) -> Option<u64> {
 
 /// `cwnd / srtt` in bytes per second, if both are known and the rate is not zero.
 fn window_rate(view: &PathView) -> Option<u64> {
-    let cwnd = view.cwnd_bytes?;
-    let srtt_nanos = view.srtt?.as_nanos();
-    if srtt_nanos == 0 {
+    rate_of(view.cwnd_bytes?, view.srtt?)
+}
+
+/// `bytes` per `duration` in bytes per second; `None` for a zero duration or rate.
+fn rate_of(bytes: u64, duration: Duration) -> Option<u64> {
+    let nanos = duration.as_nanos();
+    if nanos == 0 {
         return None;
     }
-    let rate = u128::from(cwnd) * NANOS_PER_SEC / srtt_nanos;
+    let rate = u128::from(bytes) * NANOS_PER_SEC / nanos;
     u64::try_from(rate).ok().filter(|&rate| rate > 0)
 }
 
@@ -156,23 +160,21 @@ fn with_delay_floor(view: &PathView) -> PathView {
 /// it is filled only as deep as the reorder window leaves room; what it then delivers
 /// raises the shown rate where there was more.
 pub fn arrival_at_shown_rate(view: &PathView, packet_len: usize) -> Option<Duration> {
-    let floored = with_delay_floor(view);
+    let unproven = view.min_rtt.or(view.srtt).and_then(|rtt| {
+        rate_of(
+            UNPROVEN_WINDOW_PACKETS.saturating_mul(packet_len as u64),
+            rtt,
+        )
+    });
+    let Some(unproven) = unproven else {
+        return earliest_possible_arrival(view, packet_len);
+    };
     let shown = [view.bottleneck_rate_bps, view.delivery_rate_bps]
         .into_iter()
         .flatten()
-        .max()
-        .map(|bps| bps / 8);
-    let Some(rtt) = view.min_rtt.or(view.srtt).filter(|rtt| !rtt.is_zero()) else {
-        return predicted_arrival(&floored, packet_len);
-    };
-    let unproven =
-        u128::from(UNPROVEN_WINDOW_PACKETS) * packet_len as u128 * NANOS_PER_SEC / rtt.as_nanos();
-    let unproven = u64::try_from(unproven).unwrap_or(u64::MAX);
-    arrival_at_rate(
-        &floored,
-        packet_len,
-        Some(shown.map_or(unproven, |shown| shown.max(unproven))),
-    )
+        .map(|bps| bps / 8)
+        .fold(unproven, u64::max);
+    arrival_at_rate(&with_delay_floor(view), packet_len, Some(shown))
 }
 
 /// What [`arrival_at_shown_rate`] lets a path hold per round trip before it has shown
