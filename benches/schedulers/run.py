@@ -128,6 +128,7 @@ def sender_figures(sender_report: dict) -> dict:
         "reinjected": sessions[0].get("reinjected"),
         "queued": sessions[0].get("queued"),
         "duplicated": sessions[0].get("duplicated"),
+        "ecn_marked": sessions[0].get("ecn_marked"),
         "parity_sent": sessions[0].get("parity_sent"),
         # Sent on the data's direction: each takes a slot of the data's rate.
         "standalone_acks": sessions[0].get("standalone_acks"),
@@ -178,6 +179,10 @@ def run_one(scenario: Path, mode: str, cc: str, direction: str, args) -> dict:
     duration_s = args.duration or summary["duration_s"]
     rates = baselines.nominal_rates_mbit(summary, direction)
     with Topology(scenario=scenario) as topo:
+        if args.inner_ecn:
+            # Both ends of the inner flow ask for ECN (Linux's default only accepts it).
+            for ns in (topo.client, topo.server):
+                ns.sysctl("net.ipv4.tcp_ecn", "1")
         path_rate = None
         if mode.startswith("single:"):
             index = [p["name"] for p in summary["paths"]].index(mode.split(":", 1)[1]) + 1
@@ -206,6 +211,8 @@ def run_one(scenario: Path, mode: str, cc: str, direction: str, args) -> dict:
         "rate_scale": summary["rate_scale"], "random_loss": has_random_loss(summary),
         **baselines.emulator_figures(emulator, direction),
     })
+    if args.inner_ecn:
+        result["inner_ecn"] = True
     for key in ("mptund_reorder", "mptund_sender"):
         if key in raw:
             result[key] = raw[key]
@@ -534,6 +541,9 @@ def main() -> int:
     parser.add_argument("--reorder", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
                         help="[reorder] settings of both daemons for a named scheduler, "
                              "e.g. equalize_percent=100")
+    parser.add_argument("--inner-ecn", action="store_true",
+                        help="the inner flow's hosts negotiate ECN (net.ipv4.tcp_ecn=1 in both namespaces), "
+                             "for every mode; results record it as inner_ecn")
     parser.add_argument("--duration", type=int, help="seconds per flow (default: the scenario's duration_s)")
     parser.add_argument("--out", help="result directory (default: results/, with --matrix results-matrix/)")
     parser.add_argument("--report", action="store_true", help="print the tables and write the SVG plots")

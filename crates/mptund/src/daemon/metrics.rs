@@ -525,6 +525,12 @@ const SESSION_METRICS: &[Metric<SessionReport>] = &[
         value: Value::Counter(|s| s.queued),
     },
     Metric {
+        name: "mptund_session_ecn_marked_packets",
+        help: "ECN-capable inner packets the send queue's AQM marked Congestion Experienced instead of dropping.",
+        unit: None,
+        value: Value::Counter(|s| s.ecn_marked),
+    },
+    Metric {
         name: "mptund_session_send_queue_packets",
         help: "Inner packets waiting for a free path now.",
         unit: None,

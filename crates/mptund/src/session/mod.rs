@@ -24,6 +24,7 @@ mod budget;
 pub mod classify;
 mod client;
 mod codel;
+pub mod ecn;
 mod engine;
 mod fec;
 pub mod inner;
@@ -239,6 +240,9 @@ pub struct SessionCounters {
     pub reinjected: u64,
     /// Inner packets that waited in the send queue because every path was full.
     pub queued: u64,
+    /// ECN-capable inner packets the send queue's AQM marked Congestion Experienced
+    /// where it would have dropped them.
+    pub ecn_marked: u64,
     /// Standalone acknowledgement datagrams (the rest rode on reverse data).
     pub standalone_acks: u64,
     /// Acknowledgement frames carried inside data datagrams.

@@ -1,6 +1,7 @@
 //! The queues in front of the paths. When every path's window is full, inner packets
 //! wait in the send queue, kept short by CoDel (RFC 8289) so the inner TCP learns the
-//! tunnel's capacity; packets lost to congestion wait first in line in the resend
+//! tunnel's capacity, from a drop or, for an ECN-capable packet, a Congestion
+//! Experienced mark (see `ecn.rs`); packets lost to congestion wait first in line in the resend
 //! queue (see `resend.rs`), and both go out as windows open. An inner TCP
 //! retransmission in the send queue is never dropped (see `tcp_flows.rs`): the
 //! receiving application is already waiting for it.
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use mptund_sched::{repair_route, RepairRoute};
 
 use super::codel::{CoDel, CoDelConfig};
+use super::ecn::mark_congestion_experienced;
 use super::send::{Placement, Route};
 use super::tcp_flows::TcpFlows;
 use super::Session;
@@ -48,6 +50,9 @@ pub(super) struct Queued {
     packet: Packet,
     /// An inner TCP retransmission: neither CoDel nor the sojourn limit drops it.
     retransmission: bool,
+    /// CoDel marked it Congestion Experienced and it waits at the head for a path: it
+    /// carries its signal, and CoDel does not count it again.
+    marked: bool,
 }
 
 pub(super) struct SendQueue {
@@ -150,6 +155,7 @@ impl Session {
             queued_at: now,
             packet,
             retransmission,
+            marked: false,
         });
     }
 
@@ -191,8 +197,19 @@ impl Session {
             if hold_drops {
                 codel.forget_standing_queue();
             }
-            let aqm_drop =
-                !hold_drops && !retransmission && codel.should_drop(now, sojourn, queued);
+            let mut aqm_drop = !hold_drops
+                && !retransmission
+                && !head.marked
+                && codel.should_drop(now, sojourn, queued);
+            if aqm_drop && !over_limit {
+                if let Some(head) = self.sender.send_queue.packets.front_mut() {
+                    if mark_congestion_experienced(head.packet.bytes_mut()) {
+                        head.marked = true;
+                        self.counters.ecn_marked += 1;
+                        aqm_drop = false;
+                    }
+                }
+            }
             if over_limit || aqm_drop {
                 if let Some(dropped) = self.sender.send_queue.pop_front() {
                     pool.recycle(dropped.packet);

@@ -43,6 +43,9 @@ pub struct SessionReport {
     pub queued: u64,
     /// Inner packets waiting for a free path right now.
     pub send_queue_depth: usize,
+    /// ECN-capable inner packets the send queue's AQM marked instead of dropping (a
+    /// counter).
+    pub ecn_marked: u64,
     pub standalone_acks: u64,
     pub piggybacked_acks: u64,
     /// Extra copies of latency-critical inner packets.
@@ -260,6 +263,7 @@ impl SessionReport {
             cipher: session.keys.current().aead().name(),
             queued: session.counters.queued,
             send_queue_depth: session.send_queue_depth(),
+            ecn_marked: session.counters.ecn_marked,
             standalone_acks: session.counters.standalone_acks,
             piggybacked_acks: session.counters.piggybacked_acks,
             duplicated: session.counters.duplicated,

@@ -16,6 +16,7 @@ use crate::counters::DropReason;
 use crate::keys::PrivateKey;
 
 mod cookies;
+mod ecn;
 mod keys;
 mod many_sessions;
 mod migration;

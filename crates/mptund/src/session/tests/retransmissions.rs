@@ -5,7 +5,7 @@ use super::*;
 
 /// An IPv4 TCP segment from the server's inner address to the client's, carrying
 /// `SEGMENT` bytes from sequence number `seq`.
-fn tcp_segment(seq: u32) -> Vec<u8> {
+pub(super) fn tcp_segment(seq: u32) -> Vec<u8> {
     let total = 20 + 20 + SEGMENT as usize;
     let mut packet = vec![0u8; total];
     packet[0] = 0x45;
@@ -26,7 +26,7 @@ fn seq_of(packet: &[u8]) -> u32 {
     u32::from_be_bytes(packet[24..28].try_into().unwrap())
 }
 
-const SEGMENT: u32 = 1000;
+pub(super) const SEGMENT: u32 = 1000;
 
 impl Net {
     fn server_sends_segment(&mut self, seq: u32) {
