@@ -4,7 +4,8 @@ mptund with its defaults (as run.py's mptund:default), while the sender's contro
 socket is asked for `status json` every --interval-ms. Each run's samples (per path:
 controller phase, window, in flight, bottleneck and delivery rate, pacing rate, RTT,
 queuing delay, losses, persistent congestions, data packets sent) and the inner
-sender's TCP socket (`ss -ti`: window, RTT, an inner BBR's bandwidth and gains) go to
+sender's TCP socket (`ss -tim`: window, RTT, an inner BBR's bandwidth and gains, SACKed and unsent data,
+whether its last rate sample was application-limited, socket memory) go to
 one JSON file in --out with the flow's goodput and iperf3's intervals; a summary line
 per run and path, and one for the inner sender, is printed. For finding out why a run
 fell low; run.py stays the benchmark.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import threading
 import time
@@ -40,13 +42,14 @@ REORDER_FIELDS = ("hold_ms", "released_late", "gaps_skipped", "seqs_skipped")
 
 INNER_FIELDS = {"cwnd": int, "rtt": str, "minrtt": float, "pacing_rate": str, "delivery_rate": str,
                 "bytes_acked": int, "retrans": str, "lost": int, "unacked": int, "bbr": str,
-                "busy": str, "rwnd_limited": str, "sndbuf_limited": str, "snd_wnd": int, "rcv_space": int}
+                "busy": str, "rwnd_limited": str, "sndbuf_limited": str, "snd_wnd": int, "rcv_space": int,
+                "sacked": int, "notsent": int, "skmem": str}
 
 
 def inner_socket(ns) -> dict:
     """The inner sender's TCP state (`ss -tin`) for the iperf3 data connection; empty
     before the flow starts."""
-    done = ns.run("ss", "-tinH", "state", "established", "( sport = :5201 or dport = :5201 )",
+    done = ns.run("ss", "-tinmH", "state", "established", "( sport = :5201 or dport = :5201 )",
                   check=False, capture=True, timeout=2)
     tcp = data_connection(done.stdout)
     fields = {}
@@ -57,6 +60,9 @@ def inner_socket(ns) -> dict:
                 fields[key] = kind(value)
         except ValueError:
             pass
+    # A flag without a value: the last delivery-rate sample was application-limited.
+    if fields and re.search(r"(?<![\w_])app_limited(?![\w_:])", tcp):
+        fields["app_limited"] = True
     return fields
 
 
