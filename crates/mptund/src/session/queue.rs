@@ -1,8 +1,8 @@
 //! The queues in front of the paths. When every path's window is full, inner packets
 //! wait in the send queue, kept short by CoDel (RFC 8289) so the inner TCP learns the
 //! tunnel's capacity, from a drop or, for an ECN-capable packet, a Congestion
-//! Experienced mark (see `ecn.rs`); packets lost to congestion wait first in line in the resend
-//! queue (see `resend.rs`), and both go out as windows open. An inner TCP
+//! Experienced mark (see `ecn.rs`); packets lost to congestion wait first in line in
+//! the resend queue (see `resend.rs`), and both go out as windows open. An inner TCP
 //! retransmission in the send queue is never dropped (see `tcp_flows.rs`): the
 //! receiving application is already waiting for it.
 
@@ -202,9 +202,9 @@ impl Session {
                 && !head.marked
                 && codel.should_drop(now, sojourn, queued);
             if aqm_drop && !over_limit {
-                if let Some(head) = self.sender.send_queue.packets.front_mut() {
-                    if mark_congestion_experienced(head.packet.bytes_mut()) {
-                        head.marked = true;
+                if let Some(front) = self.sender.send_queue.packets.front_mut() {
+                    if mark_congestion_experienced(front.packet.bytes_mut()) {
+                        front.marked = true;
                         self.counters.ecn_marked += 1;
                         aqm_drop = false;
                     }
