@@ -18,9 +18,9 @@ const ECN_MASK: u8 = 0b11;
 const NOT_ECT: u8 = 0b00;
 const CONGESTION_EXPERIENCED: u8 = 0b11;
 
-const IPV4_MIN_HEADER_LEN: usize = 20;
+use super::inner::{IPV4_MIN_HEADER_LEN, IPV6_HEADER_LEN};
+
 const IPV4_CHECKSUM: usize = 10;
-const IPV6_HEADER_LEN: usize = 40;
 
 /// Marks the IP packet in `packet` Congestion Experienced if it is ECN-capable (ECT(0)
 /// or ECT(1)); an IPv4 header's checksum is updated to match. Returns whether the
@@ -35,7 +35,9 @@ pub fn mark_congestion_experienced(packet: &mut [u8]) -> bool {
 }
 
 fn mark_ipv4(packet: &mut [u8]) -> bool {
-    let Some(&[version_ihl, tos, ..]) = packet.get(..IPV4_MIN_HEADER_LEN) else {
+    let Some(&[version_ihl, tos, _, _, _, _, _, _, _, _, checksum_high, checksum_low, ..]) =
+        packet.get(..IPV4_MIN_HEADER_LEN)
+    else {
         return false;
     };
     if usize::from(version_ihl & 0x0f) * 4 < IPV4_MIN_HEADER_LEN {
@@ -47,9 +49,6 @@ fn mark_ipv4(packet: &mut [u8]) -> bool {
     if marked_tos == tos {
         return true;
     }
-    let Some(&[checksum_high, checksum_low]) = packet.get(IPV4_CHECKSUM..IPV4_CHECKSUM + 2) else {
-        return false;
-    };
     let checksum = updated_checksum(
         u16::from_be_bytes([checksum_high, checksum_low]),
         u16::from_be_bytes([version_ihl, tos]),

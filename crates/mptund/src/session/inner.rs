@@ -8,8 +8,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-const IPV4_MIN_HEADER_LEN: usize = 20;
-const IPV6_HEADER_LEN: usize = 40;
+pub(super) const IPV4_MIN_HEADER_LEN: usize = 20;
+pub(super) const IPV6_HEADER_LEN: usize = 40;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InnerHeader {

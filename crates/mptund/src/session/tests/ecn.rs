@@ -1,7 +1,7 @@
 //! The send queue's AQM marks an ECN-capable inner packet Congestion Experienced where
 //! it would drop a packet that is not.
 
-use super::retransmissions::{tcp_segment, SEGMENT};
+use super::retransmissions::{one_path_with, tcp_segment, SEGMENT};
 use super::*;
 
 const NOT_ECT: u8 = 0b00;
@@ -12,16 +12,11 @@ const CE: u8 = 0b11;
 /// inner flow's, so CoDel acts), a CoDel that acts within milliseconds, and a sojourn
 /// limit far above what the test queues.
 fn one_path_out_of_slow_start() -> Net {
-    let mut session = super::super::testing::session_settings(
-        "earliest-arrival",
-        Duration::from_millis(200),
-        MTU,
-    );
-    session.send_queue.max_sojourn = Duration::from_secs(5);
-    session.send_queue.codel.target = Duration::from_millis(1);
-    session.send_queue.codel.interval = Duration::from_millis(10);
-    let mut net = Net::established_with(&[20], session);
-    net.run_for(Duration::from_secs(1));
+    let mut net = one_path_with(|send_queue| {
+        send_queue.max_sojourn = Duration::from_secs(5);
+        send_queue.codel.target = Duration::from_millis(1);
+        send_queue.codel.interval = Duration::from_millis(10);
+    });
     // One datagram lost: the path's CUBIC leaves slow start.
     net.lose_to_client[0] = 1;
     for index in 0..20 {

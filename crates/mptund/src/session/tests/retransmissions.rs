@@ -2,6 +2,7 @@
 //! and they keep their place in line.
 
 use super::*;
+use crate::session::SendQueueConfig;
 
 /// An IPv4 TCP segment from the server's inner address to the client's, carrying
 /// `SEGMENT` bytes from sequence number `seq`.
@@ -34,18 +35,25 @@ impl Net {
     }
 }
 
-/// One 20 ms path whose send queue drops what waited 30 ms; CoDel stays out of it.
-fn one_path() -> Net {
+/// One 20 ms path with the send queue `configure` leaves, a second after setup.
+pub(super) fn one_path_with(configure: impl FnOnce(&mut SendQueueConfig)) -> Net {
     let mut session = super::super::testing::session_settings(
         "earliest-arrival",
         Duration::from_millis(200),
         MTU,
     );
-    session.send_queue.max_sojourn = Duration::from_millis(30);
-    session.send_queue.codel.target = Duration::from_secs(5);
+    configure(&mut session.send_queue);
     let mut net = Net::established_with(&[20], session);
     net.run_for(Duration::from_secs(1));
     net
+}
+
+/// One 20 ms path whose send queue drops what waited 30 ms; CoDel stays out of it.
+fn one_path() -> Net {
+    one_path_with(|send_queue| {
+        send_queue.max_sojourn = Duration::from_millis(30);
+        send_queue.codel.target = Duration::from_secs(5);
+    })
 }
 
 /// Sends segments 0..60 at once, then segment 5 again: it waits behind the queued bulk.
