@@ -8,7 +8,9 @@
 //! section 13.2.3, "Managing ACK Ranges"). Acknowledgements are sent after
 //! [`ACK_ELICITING_THRESHOLD`] datagrams that together exceed one full-sized datagram,
 //! after [`SMALL_DATAGRAMS_THRESHOLD`] of any size, or `max_ack_delay` after the first
-//! unacknowledged one (section 13.2.2), whichever comes first.
+//! unacknowledged one (section 13.2.2), whichever comes first, and at once when a
+//! packet arrives above a gap (section 13.2.1): the sender declares the gap lost on
+//! hearing of it, and the receiver holds everything behind it until the repair.
 //!
 //! Counting bytes rather than packets is TCP's delayed-ACK rule (RFC 5681 section
 //! 4.2, two full-sized segments). Data paths are acknowledged as often as before, but
@@ -42,8 +44,8 @@ pub const ACK_ELICITING_THRESHOLD: u32 = 2;
 /// However small the datagrams, this many make an acknowledgement due.
 pub const SMALL_DATAGRAMS_THRESHOLD: u32 = 8;
 /// How many packets past a gap an acknowledgement still counts as news of a loss:
-/// enough for the sender's packet threshold (RFC 9002's 3, raised after spurious
-/// losses) to declare it.
+/// enough for the sender's packet threshold (1, raised after spurious losses) to
+/// declare it.
 pub const LOSS_NEWS_PACKETS: u64 = 8;
 
 /// Inclusive ranges of acknowledged path packet numbers, newest (highest) first.
@@ -118,6 +120,8 @@ pub struct AckTracker {
     /// The largest datagram the peer sends on the path.
     full_datagram_len: usize,
     first_unacked_at: Option<Instant>,
+    /// A packet arrived above a gap since the last acknowledgement was taken.
+    gap_opened: bool,
 }
 
 impl AckTracker {
@@ -134,6 +138,7 @@ impl AckTracker {
             largest_owd_raw_us: 0,
             unacked: 0,
             first_unacked_at: None,
+            gap_opened: false,
         }
     }
 
@@ -157,6 +162,9 @@ impl AckTracker {
         if !self.insert(number) {
             return false;
         }
+        if previous_largest.is_some_and(|largest| number > largest + 1) {
+            self.gap_opened = true;
+        }
         if previous_largest.is_none_or(|largest| number > largest) {
             self.largest_received_at = Some(now);
             self.largest_owd_raw_us = local_time_us.wrapping_sub(tx_time_us);
@@ -169,9 +177,11 @@ impl AckTracker {
 
     /// Whether an acknowledgement should be sent now: at least two datagrams totalling
     /// more than one full-sized datagram are waiting, or [`SMALL_DATAGRAMS_THRESHOLD`]
-    /// of any size, or the first of them has waited `max_ack_delay`.
+    /// of any size, or one arrived above a gap, or the first of them has waited
+    /// `max_ack_delay`.
     pub fn ack_due(&self, now: Instant) -> bool {
         (self.unacked >= ACK_ELICITING_THRESHOLD && self.unacked_bytes > self.full_datagram_len)
+            || self.gap_opened
             || self.unacked >= SMALL_DATAGRAMS_THRESHOLD
             || self.poll_timeout().is_some_and(|deadline| now >= deadline)
     }
@@ -206,6 +216,7 @@ impl AckTracker {
         self.unacked = 0;
         self.unacked_bytes = 0;
         self.first_unacked_at = None;
+        self.gap_opened = false;
         Some(AckSummary {
             ranges,
             ack_delay,

@@ -201,3 +201,23 @@ fn a_gap_below_the_newest_packets_is_news_until_they_are_many() {
     receive(&mut tracker, 10);
     assert!(!tracker.reports_loss_news(), "the gap filled");
 }
+
+/// RFC 9000 section 13.2.1: a packet above a gap is acknowledged at once, even alone;
+/// the next packets in order wait for the usual count again, and a late packet that
+/// fills the gap opens none.
+#[test]
+fn a_packet_above_a_gap_is_acknowledged_at_once() {
+    let t0 = Instant::now();
+    let mut tracker = AckTracker::new(ms(25), FULL);
+    tracker.on_received(t0, 0, 1, 0, FULL);
+    tracker.on_received(t0, 0, 2, 0, FULL);
+    tracker.take_ack(t0);
+    tracker.on_received(t0, 0, 4, 0, FULL);
+    assert!(tracker.ack_due(t0), "3 is missing");
+    assert_eq!(ranges_of(&tracker.take_ack(t0).unwrap()), [(4, 4), (1, 2)]);
+    tracker.on_received(t0, 0, 5, 0, FULL);
+    assert!(!tracker.ack_due(t0), "in order after the gap");
+    tracker.take_ack(t0);
+    tracker.on_received(t0, 0, 3, 0, FULL);
+    assert!(!tracker.ack_due(t0), "the gap filled late");
+}

@@ -60,9 +60,35 @@ fn rtt_of(samples_ms: &[u64]) -> RttEstimator {
     rtt
 }
 
-/// Packets 0..=9 sent every 10 ms; RTT 100 ms, so the time threshold is 112.5 ms.
-/// Each row: packets acknowledged, time of the detection (ms after the first send),
-/// packets declared lost, loss timer afterwards (µs after the first send).
+/// A detector of a path that reordered by three: RFC 9002's fixed kPacketThreshold,
+/// where the time threshold decides for the two packets below the largest acknowledged.
+fn reordered_by_three() -> LossDetector {
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    loss.packet_threshold = 3;
+    loss
+}
+
+/// A path that has shown no reordering: any later packet acknowledged declares the
+/// ones before it lost, whatever the time (RACK's reordering window of zero, RFC 8985
+/// section 6.2).
+#[test]
+fn without_reordering_a_later_acknowledgement_declares_the_gap_lost() {
+    let t0 = Instant::now();
+    let rtt = rtt_of(&[100]);
+    let mut sent = sent_at(t0, &(0..10).map(|pn| pn * 10).collect::<Vec<_>>());
+    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    assert_eq!(loss.packet_threshold(), PACKET_THRESHOLD);
+    ack(&mut sent, &mut loss, &[0, 2]);
+    assert_eq!(detect(&mut loss, t0 + ms(21), &rtt, &mut sent).0, [1]);
+    assert!(loss.loss_time.is_none(), "nothing below 2 is left to time");
+    ack(&mut sent, &mut loss, &[5]);
+    assert_eq!(detect(&mut loss, t0 + ms(51), &rtt, &mut sent).0, [3, 4]);
+}
+
+/// Packets 0..=9 sent every 10 ms; RTT 100 ms, so the time threshold is 112.5 ms;
+/// a packet threshold of 3. Each row: packets acknowledged, time of the detection (ms
+/// after the first send), packets declared lost, loss timer afterwards (µs after the
+/// first send).
 #[test]
 fn packet_and_time_threshold_table() {
     type Case = (
@@ -86,7 +112,7 @@ fn packet_and_time_threshold_table() {
     let rtt = rtt_of(&[100]);
     for (name, acked, at_ms, expected_lost, expected_timer) in cases {
         let mut sent = sent_at(t0, &(0..10).map(|pn| pn * 10).collect::<Vec<_>>());
-        let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+        let mut loss = reordered_by_three();
         assert_eq!(loss.loss_delay(&rtt), us(112_500), "{name}");
         ack(&mut sent, &mut loss, acked);
         let (lost, round) = detect(&mut loss, t0 + ms(*at_ms), &rtt, &mut sent);
@@ -108,14 +134,14 @@ fn packet_and_time_threshold_table() {
     }
 }
 
-/// The loss timer fires packet by packet: after 2 is acknowledged at 112 ms, 0 goes
-/// at 112.5 ms and 1 at 122.5 ms.
+/// The loss timer fires packet by packet: with a packet threshold of 3, after 2 is
+/// acknowledged at 112 ms, 0 goes at 112.5 ms and 1 at 122.5 ms.
 #[test]
 fn loss_timer_sequence() {
     let t0 = Instant::now();
     let rtt = rtt_of(&[100]);
     let mut sent = sent_at(t0, &[0, 10, 20]);
-    let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
+    let mut loss = reordered_by_three();
     ack(&mut sent, &mut loss, &[2]);
     assert_eq!(
         detect(&mut loss, t0 + ms(112), &rtt, &mut sent).0,
@@ -236,11 +262,11 @@ fn loss_rate_is_a_packet_ewma() {
     let rtt = rtt_of(&[100]);
     let mut sent = sent_at(t0, &[0, 1, 2, 3]);
     let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
-    ack(&mut sent, &mut loss, &[3]);
+    ack(&mut sent, &mut loss, &[1]);
     loss.on_packets_newly_acked(1);
     assert_eq!(loss.loss_rate(), 0.0);
     detect(&mut loss, t0 + ms(10), &rtt, &mut sent);
-    // 0 is lost (3 >= 0 + 3): one loss from zero moves the average by the weight
+    // 0 is lost (1 >= 0 + 1): one loss from zero moves the average by the weight
     assert_eq!(loss.lost_packets(), 1);
     assert!((loss.loss_rate() - LOSS_RATE_WEIGHT).abs() < 1e-12);
     loss.on_packets_newly_acked(128);
@@ -269,7 +295,7 @@ fn a_reordered_packet_raises_the_packet_threshold() {
     assert_eq!(loss.loss_rate(), 0.0);
     assert_eq!(loss.loss_delay(&rtt), us(112_500), "its round trip fitted");
 
-    // 6 is overtaken by 7..=9: lost at a threshold of 3, not at 5.
+    // 6 is overtaken by 7..=9: lost at the starting threshold, not at 5.
     ack(&mut sent, &mut loss, &[7, 8, 9]);
     assert_eq!(
         detect(&mut loss, t0 + ms(160), &rtt, &mut sent).0,
@@ -287,11 +313,7 @@ fn a_late_acknowledgement_widens_the_time_threshold() {
     loss.on_ack_received(1);
     loss.on_spurious_loss(t0 + ms(140), 0, t0, &rtt);
     assert_eq!(loss.loss_delay(&rtt), ms(150), "RTT + RTT / 2");
-    assert_eq!(
-        loss.packet_threshold(),
-        PACKET_THRESHOLD,
-        "overtaken by one"
-    );
+    assert_eq!(loss.packet_threshold(), 2, "overtaken by one");
     loss.on_spurious_loss(t0 + ms(400), 0, t0, &rtt);
     assert_eq!(loss.loss_delay(&rtt), ms(200), "at most twice the RTT");
 }
@@ -386,33 +408,17 @@ fn the_reordering_learned_is_forgotten_after_rounds_of_in_order_losses() {
     assert_eq!(path.loss.packet_threshold(), PACKET_THRESHOLD);
     assert_eq!(path.loss.loss_delay(&path.rtt), us(1_125_000));
 
-    // Overtaken by three is a loss again.
-    ack(
-        &mut path.sent,
-        &mut path.loss,
-        &[next + 1, next + 2, next + 3],
-    );
+    // Overtaken by one is a loss again.
+    ack(&mut path.sent, &mut path.loss, &[next + 1]);
     let lost = detect(&mut path.loss, path.now, &path.rtt, &mut path.sent).0;
     assert_eq!(lost, [next]);
 }
 
-/// A packet overtaken by more than the starting threshold allows, and acknowledged in
-/// flight, shows the learned threshold is still needed: the countdown starts again.
-/// One overtaken by less than that does not.
+/// A packet overtaken by at least the starting threshold, and acknowledged in flight,
+/// shows the learned threshold is still needed: the countdown starts again.
 #[test]
 fn reordering_beyond_the_starting_thresholds_keeps_what_was_learned() {
-    let t0 = Instant::now();
-    let mut path = ReorderedOnce::new(t0);
-    let next = path.lose_in_order(6, REORDERING_PERSISTENCE - 1);
-    path.acknowledge_overtaken(next, 2);
-    path.lose_in_order(next + 3, 1);
-    assert_eq!(
-        path.loss.packet_threshold(),
-        PACKET_THRESHOLD,
-        "the countdown ran out"
-    );
-
-    let mut path = ReorderedOnce::new(t0);
+    let mut path = ReorderedOnce::new(Instant::now());
     let next = path.lose_in_order(6, REORDERING_PERSISTENCE - 1);
     path.acknowledge_overtaken(next, 4);
     let next = path.lose_in_order(next + 5, REORDERING_PERSISTENCE - 1);

@@ -218,13 +218,13 @@ fn drain_in_flight_returns_everything_with_seqs() {
     let t0 = Instant::now();
     let mut path = probe(t0);
     let mut lost = Vec::new();
-    path.on_sent(t0, u32::MAX - 1, DATAGRAM, Some(7), false);
-    path.on_sent(t0, u32::MAX, DATAGRAM, None, false);
+    path.on_sent(t0, u32::MAX - 1, DATAGRAM, None, false);
+    path.on_sent(t0, u32::MAX, DATAGRAM, Some(7), false);
     path.on_sent(t0, 0, DATAGRAM, Some(8), false);
     path.on_sent(t0, 1, 500, Some(9), false);
     path.on_ack(
         t0 + ms(30),
-        &ack_of(&[(u32::MAX, u32::MAX)], ms(0), 0),
+        &ack_of(&[(u32::MAX - 1, u32::MAX - 1)], ms(0), 0),
         &mut lost,
     );
     assert!(lost.is_empty());
@@ -234,7 +234,7 @@ fn drain_in_flight_returns_everything_with_seqs() {
     assert_eq!(
         drained,
         [
-            (u32::MAX - 1, Some(7), DATAGRAM),
+            (u32::MAX, Some(7), DATAGRAM),
             (0, Some(8), DATAGRAM),
             (1, Some(9), 500)
         ]
@@ -269,23 +269,36 @@ fn timers_before_any_rtt_sample_use_the_initial_rtt() {
     );
 }
 
-/// Time-threshold loss through `handle_timeout`.
+/// Time-threshold loss through `handle_timeout`, on a path that learned to wait for
+/// two later packets: with one later packet acknowledged, the timer finds the
+/// straggler.
 #[test]
 fn loss_timer_declares_the_straggler() {
     let t0 = Instant::now();
     let mut path = probe(t0);
     let mut lost = Vec::new();
-    path.on_sent(t0, 0, DATAGRAM, Some(1), false);
-    path.on_sent(t0 + ms(1), 1, DATAGRAM, Some(2), false);
-    path.on_ack(t0 + ms(101), &ack_of(&[(1, 1)], ms(0), 0), &mut lost);
-    // RTT 100 ms: 0 is lost at 0 + 9/8 * 100 ms
+    // 0 is overtaken by 1, declared lost, then acknowledged: the threshold is 2.
+    path.on_sent(t0, 0, DATAGRAM, None, false);
+    path.on_sent(t0, 1, DATAGRAM, None, false);
+    path.on_ack(t0 + ms(100), &ack_of(&[(1, 1)], ms(0), 0), &mut lost);
+    path.on_ack(t0 + ms(100), &ack_of(&[(0, 1)], ms(0), 0), &mut lost);
+    assert_eq!(path.stats(t0 + ms(100)).packet_threshold, 2);
+    lost.clear();
+    let events = path.controller().congestion_events.len();
+
+    let t1 = t0 + ms(100);
+    path.on_sent(t1, 2, DATAGRAM, Some(1), false);
+    path.on_sent(t1 + ms(1), 3, DATAGRAM, Some(2), false);
+    path.on_ack(t1 + ms(101), &ack_of(&[(3, 3)], ms(0), 0), &mut lost);
+    assert!(lost.is_empty());
+    // RTT 100 ms: 2 is lost at its send + 9/8 * 100 ms
     assert_eq!(
         path.poll_timeout(),
-        Some(t0 + Duration::from_micros(112_500))
+        Some(t1 + Duration::from_micros(112_500))
     );
-    path.handle_timeout(t0 + Duration::from_micros(112_500), &mut lost);
+    path.handle_timeout(t1 + Duration::from_micros(112_500), &mut lost);
     assert_eq!(lost.iter().map(|l| l.seq).collect::<Vec<_>>(), [Some(1)]);
-    assert_eq!(path.controller().congestion_events.len(), 1);
+    assert_eq!(path.controller().congestion_events.len(), events + 1);
 }
 
 /// A path with constant RTT whose both directions black out during `outage` (a
@@ -722,7 +735,7 @@ fn a_path_forgets_reordering_it_no_longer_sees() {
     assert_eq!(path.stats(clock).packet_threshold, 5);
 
     let next = lose_in_order(&mut path, &mut clock, 6, REORDERING_PERSISTENCE - 1);
-    // `next` is overtaken by four: no loss at a threshold of 5, a loss at 3.
+    // `next` is overtaken by four: no loss at a threshold of 5, a loss at 1.
     assert!(ack_a_tick_later(&mut path, &mut clock, &[(next + 1, next + 4)]).is_empty());
     ack_a_tick_later(&mut path, &mut clock, &[(next, next)]);
     let next = lose_in_order(&mut path, &mut clock, next + 5, REORDERING_PERSISTENCE - 1);
