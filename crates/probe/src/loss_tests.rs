@@ -60,8 +60,9 @@ fn rtt_of(samples_ms: &[u64]) -> RttEstimator {
     rtt
 }
 
-/// A detector of a path that reordered by three: RFC 9002's fixed kPacketThreshold,
-/// where the time threshold decides for the two packets below the largest acknowledged.
+/// A detector whose path has learned a packet threshold of 3 (RFC 9002's fixed
+/// kPacketThreshold), so the time threshold decides for the two packets just below the
+/// largest acknowledged.
 fn reordered_by_three() -> LossDetector {
     let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
     loss.packet_threshold = 3;
