@@ -137,13 +137,9 @@ impl LossDetector {
     /// kGranularity; kTimeThreshold is 9/8 until reordering widens it (see the module
     /// documentation).
     pub fn loss_delay(&self, rtt: &RttEstimator) -> Duration {
-        self.loss_delay_with_slack_shift(rtt, self.time_threshold_slack_shift)
-    }
-
-    fn loss_delay_with_slack_shift(&self, rtt: &RttEstimator, slack_shift: u32) -> Duration {
         let (smoothed, _) = self.rtt_or_initial(rtt);
         let base = rtt.latest().map_or(smoothed, |latest| latest.max(smoothed));
-        let slack = base / (1 << slack_shift);
+        let slack = base / (1 << self.time_threshold_slack_shift);
         (base + slack).max(GRANULARITY)
     }
 
@@ -210,27 +206,16 @@ impl LossDetector {
         self.reordering_rounds_left = REORDERING_PERSISTENCE;
     }
 
-    /// Packet `number`, sent at `sent_time`, was acknowledged at `now` while in
-    /// flight, after a later one; call it before [`Self::on_ack_received`] for this
-    /// acknowledgement. Had the starting thresholds declared it lost, the reordering
-    /// learned is still needed, and the countdown to forgetting it starts again.
-    pub fn on_overtaken_ack(
-        &mut self,
-        now: Instant,
-        number: u64,
-        sent_time: Instant,
-        rtt: &RttEstimator,
-    ) {
-        if self.reordering_rounds_left == 0 {
-            return;
-        }
-        let Some(largest) = self.largest_acked.filter(|&largest| number < largest) else {
-            return;
-        };
-        // The time threshold is computed only when the count does not already say so.
-        if largest - number >= PACKET_THRESHOLD
-            || now.saturating_duration_since(sent_time)
-                > self.loss_delay_with_slack_shift(rtt, TIME_THRESHOLD_SLACK_SHIFT)
+    /// Packet `number` was acknowledged while in flight; call it before
+    /// [`Self::on_ack_received`] for this acknowledgement. If a later packet was
+    /// acknowledged first, the starting threshold would have declared it lost: the
+    /// reordering learned is still needed, and the countdown to forgetting it starts
+    /// again.
+    pub fn on_overtaken_ack(&mut self, number: u64) {
+        // With a starting threshold of 1, any overtaking is beyond it, whatever the time.
+        const _: () = assert!(PACKET_THRESHOLD == 1);
+        if self.reordering_rounds_left > 0
+            && self.largest_acked.is_some_and(|largest| number < largest)
         {
             self.reordering_rounds_left = REORDERING_PERSISTENCE;
         }

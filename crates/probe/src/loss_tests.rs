@@ -391,9 +391,7 @@ impl ReorderedOnce {
             .0
             .is_empty());
         let number = self.sent.widen_pn(pn).unwrap();
-        let sent_time = self.sent.packet(self.sent.index_of(number).unwrap()).time;
-        self.loss
-            .on_overtaken_ack(self.now, number, sent_time, &self.rtt);
+        self.loss.on_overtaken_ack(number);
         ack(&mut self.sent, &mut self.loss, &[pn]);
     }
 }

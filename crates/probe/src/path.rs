@@ -215,8 +215,7 @@ impl<C: Controller> PathProbe<C> {
                         let packet = *self.sent.packet(index);
                         let number = self.sent.number(index);
                         self.rate.on_packet_acked(now, number, &packet);
-                        self.loss
-                            .on_overtaken_ack(now, number, packet.time, &self.rtt);
+                        self.loss.on_overtaken_ack(number);
                         result.acked_packets += 1;
                         result.acked_bytes += packet.bytes;
                         if number == largest {

@@ -13,13 +13,12 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+use super::inner::{IPV4_MIN_HEADER_LEN, IPV6_HEADER_LEN};
+
 /// The two ECN bits of the IP header (RFC 3168 §5).
 const ECN_MASK: u8 = 0b11;
 const NOT_ECT: u8 = 0b00;
 const CONGESTION_EXPERIENCED: u8 = 0b11;
-
-use super::inner::{IPV4_MIN_HEADER_LEN, IPV6_HEADER_LEN};
-
 const IPV4_CHECKSUM: usize = 10;
 
 /// Marks the IP packet in `packet` Congestion Experienced if it is ECN-capable (ECT(0)
