@@ -28,9 +28,15 @@
 //! reorder window ([`crate::SchedulerParams::reorder_window`]) after a full
 //! path could deliver it once its window opens. It would come after the
 //! receiver gave its gap up, so the inner flow would see it lost and then
-//! duplicated; the scheduler returns [`Pick::Hold`] instead. A GEO satellite
-//! (280 ms one way) behind 5G (8 ms) then carries data only while the faster
-//! paths cannot (a 5G outage), not whenever they are momentarily full. This test
+//! duplicated; the scheduler returns [`Pick::Hold`] instead. A path whose base delay
+//! alone ([`PathView::base_one_way_delay`]) is more than that window behind the nearest
+//! eligible path's is not used at all while the nearer one is up: it could only win against
+//! that path's predicted queue, and when the queue turned out shorter, its packets
+//! came after the receiver gave their gaps up (a GEO terminal 255 ms behind a lossy
+//! LTE link carried up to 1.7 % of a flow, and the receiver skipped up to 69 gaps per
+//! 12 s run; one inner cubic flow lost 9 % of its goodput). A GEO satellite (280 ms one
+//! way) behind 5G (8 ms) then carries data only while the faster paths cannot (a 5G
+//! outage), not whenever they are full. The arrival test
 //! takes the path at its [`crate::arrival_at_shown_rate`]. Its delay is the lower
 //! of two estimates: a path judged too late never carries data, so its estimate
 //! never improves, and an idle path's delay is the one most easily overstated (a
@@ -138,6 +144,17 @@ impl Default for EarliestArrival {
     }
 }
 
+/// Whether `path`'s delay alone, without any queue, puts it more than `reorder_window`
+/// behind the `nearest` eligible path's: whatever it carries while a nearer path is up
+/// comes after the receiver gave its gap up whenever the nearer path's queue is shorter
+/// than predicted.
+fn beyond_reach(path: &PathView, nearest: Option<Duration>, reorder_window: Duration) -> bool {
+    match (path.base_one_way_delay, nearest) {
+        (Some(delay), Some(nearest)) => delay > nearest.saturating_add(reorder_window),
+        _ => false,
+    }
+}
+
 impl Scheduler for EarliestArrival {
     fn name(&self) -> &'static str {
         Self::NAME
@@ -160,7 +177,15 @@ impl Scheduler for EarliestArrival {
         // the backlog behind it (only when waiting is on).
         let mut best_blocked: Option<Duration> = None;
         let mut best_blocked_backlog: Option<Duration> = None;
+        let nearest = paths
+            .iter()
+            .filter(|path| rule.allows(path))
+            .filter_map(|path| path.base_one_way_delay)
+            .min();
         for path in paths.iter().filter(|path| rule.allows(path)) {
+            if beyond_reach(path, nearest, self.reorder_window) {
+                continue;
+            }
             if path.can_send(packet.len) {
                 let Some(arrival) = predicted_arrival(path, packet.len) else {
                     continue;
@@ -338,6 +363,45 @@ mod tests {
     }
 
     #[test]
+    fn a_path_whose_delay_alone_is_beyond_the_reorder_window_waits_for_the_nearer_ones() {
+        let now = Instant::now();
+        // A 6 Mbit/s LTE uplink 35 ms away, its 250 kB window full, is predicted to
+        // deliver 296 ms from now, after an idle GEO uplink 290 ms away would. But
+        // what it already holds is queued in the estimate only: a GEO packet lands
+        // 255 ms after every LTE packet sent behind it whenever that queue is
+        // shorter, and the receiver gives its gap up after 200 ms.
+        let mut lte = full(measured(1, 35, 6));
+        lte.cwnd_bytes = Some(250_000);
+        lte.bytes_in_flight = 250_000;
+        let paths = [measured(0, 290, 5), lte];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::Hold
+        );
+        // With LTE down, GEO carries everything.
+        let paths = [measured(0, 290, 5), gone_down(lte)];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::One(PathId(0))
+        );
+        // Within the window, a slow path still takes what the full one cannot.
+        let paths = [measured(0, 200, 5), lte];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::One(PathId(0))
+        );
+        // A path 100 ms away whose queue makes it 350 ms late is judged by its arrival,
+        // not shut out by its queue.
+        let mut queued = measured(0, 350, 5);
+        queued.base_one_way_delay = Some(Duration::from_millis(100));
+        let paths = [queued, lte];
+        assert_eq!(
+            EarliestArrival::default().pick(now, &PACKET, &paths),
+            Pick::One(PathId(0))
+        );
+    }
+
+    #[test]
     fn an_overstated_delay_does_not_shut_a_path_out() {
         let now = Instant::now();
         // A modem estimated 232 ms away (idle, its minimum RTT held its own return)
@@ -345,6 +409,7 @@ mod tests {
         // within the 200 ms reorder window, so it takes the packet.
         let mut slow = measured(0, 232, 2);
         slow.one_way_delay_floor = Some(Duration::from_millis(120));
+        slow.base_one_way_delay = Some(Duration::from_millis(120));
         let paths = [slow, full(measured(1, 8, 25))];
         assert_eq!(
             EarliestArrival::default().pick(now, &PACKET, &paths),

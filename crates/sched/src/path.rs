@@ -144,6 +144,9 @@ pub struct PathView {
     /// (`one_way_delay` can); a test that must not shut a path out takes the lower of
     /// the two (see [`crate::earliest_possible_arrival`]). `None` when there is none.
     pub one_way_delay_floor: Option<Duration>,
+    /// The one-way delay without the path's current queue (the lower of its base
+    /// estimates): how far away the path is, whatever it carries. `None` when unmeasured.
+    pub base_one_way_delay: Option<Duration>,
     /// Congestion window; `None` means no congestion control on this path yet,
     /// and such a path is never "full".
     pub cwnd_bytes: Option<u64>,
@@ -183,6 +186,7 @@ impl PathView {
             min_rtt: None,
             one_way_delay: None,
             one_way_delay_floor: None,
+            base_one_way_delay: None,
             cwnd_bytes: None,
             bytes_in_flight: 0,
             delivery_rate_bps: None,

@@ -34,6 +34,7 @@ pub fn measured(id: u8, one_way_ms: u64, rate_mbit: u64) -> PathView {
     let mut view = up(id);
     let one_way = Duration::from_millis(one_way_ms);
     view.one_way_delay = Some(one_way);
+    view.base_one_way_delay = Some(one_way);
     view.srtt = Some(2 * one_way);
     view.min_rtt = Some(2 * one_way);
     view.delivery_rate_bps = Some(rate_mbit * 1_000_000);

@@ -508,12 +508,14 @@ impl SessionPath {
         view.srtt = self.probe.rtt.smoothed();
         view.min_rtt = self.probe.rtt.min();
         let queuing_delay = self.probe.queuing_delay_at(now).unwrap_or_default();
-        view.one_way_delay = self
-            .base_forward_delay(reference)
-            .map(|base| base + queuing_delay);
-        view.one_way_delay_floor = self
-            .base_forward_delay_from_readings(reference)
-            .map(|base| base + queuing_delay);
+        let base = self.base_forward_delay(reference);
+        let base_from_readings = self.base_forward_delay_from_readings(reference);
+        view.one_way_delay = base.map(|base| base + queuing_delay);
+        view.one_way_delay_floor = base_from_readings.map(|base| base + queuing_delay);
+        view.base_one_way_delay = match (base, base_from_readings) {
+            (Some(base), Some(from_readings)) => Some(base.min(from_readings)),
+            (base, from_readings) => base.or(from_readings),
+        };
         view.cwnd_bytes = Some(self.probe.window());
         view.bytes_in_flight = self.probe.bytes_in_flight();
         let rate_sample = self.probe.latest_rate_sample(now);
