@@ -28,19 +28,20 @@
 //! reorder window ([`crate::SchedulerParams::reorder_window`]) after a full
 //! path could deliver it once its window opens. It would come after the
 //! receiver gave its gap up, so the inner flow would see it lost and then
-//! duplicated; the scheduler returns [`Pick::Hold`] instead. A path whose base delay
-//! alone ([`PathView::base_one_way_delay`]) is more than that window behind the nearest
-//! eligible path's is not used at all while the nearer one is up: it could only win against
-//! that path's predicted queue, and when the queue turned out shorter, its packets
-//! came after the receiver gave their gaps up (a GEO terminal 255 ms behind a lossy
-//! LTE link carried up to 1.7 % of a flow, and the receiver skipped up to 69 gaps per
-//! 12 s run; one inner cubic flow lost 9 % of its goodput). A GEO satellite (280 ms one
-//! way) behind 5G (8 ms) then carries data only while the faster paths cannot (a 5G
-//! outage), not whenever they are full. The arrival test
-//! takes the path at its [`crate::arrival_at_shown_rate`]. Its delay is the lower
-//! of two estimates: a path judged too late never carries data, so its estimate
-//! never improves, and an idle path's delay is the one most easily overstated (a
-//! modem 120 ms away next to one 8 ms away was estimated at 232 ms and shut out).
+//! duplicated; the scheduler returns [`Pick::Hold`] instead. A path whose base
+//! delay alone ([`PathView::base_one_way_delay`]) is more than that window behind
+//! the nearest eligible path's is not used at all while the nearer one is up: it
+//! could only win against that path's predicted queue, and when the queue turned
+//! out shorter, its packets came after the receiver gave their gaps up (a GEO
+//! terminal 255 ms behind a lossy LTE link carried up to 1.7 % of a flow, and the
+//! receiver skipped up to 69 gaps per 12 s run; one inner cubic flow lost 9 % of
+//! its goodput). A GEO satellite (280 ms one way) behind 5G (8 ms) then carries
+//! data only while the faster paths cannot (a 5G outage), not whenever they are
+//! full. The arrival test takes the path at its [`crate::arrival_at_shown_rate`].
+//! Its delay is the lower of two estimates: a path judged too late never carries
+//! data, so its estimate never improves, and an idle path's delay is the one most
+//! easily overstated (a modem 120 ms away next to one 8 ms away was estimated at
+//! 232 ms and shut out).
 //! Its queue drains at the rate the path has shown, not the one its controller
 //! probes with: a far modem in Startup was otherwise filled to 180 ms of queue.
 //!
