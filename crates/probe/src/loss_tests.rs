@@ -10,6 +10,11 @@ fn us(value: u64) -> Duration {
 
 const MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 
+/// Packets 0..=9, sent every 10 ms from `t0`.
+fn ten_sent_10_ms_apart(t0: Instant) -> SentPackets {
+    sent_at(t0, &(0..10).map(|pn| pn * 10).collect::<Vec<_>>())
+}
+
 /// Sends one 1000-byte packet per entry of `send_offsets_ms`, numbered from 0.
 fn sent_at(t0: Instant, send_offsets_ms: &[u64]) -> SentPackets {
     let mut sent = SentPackets::with_capacity(send_offsets_ms.len().max(16));
@@ -76,7 +81,7 @@ fn reordered_by_three() -> LossDetector {
 fn without_reordering_a_later_acknowledgement_declares_the_gap_lost() {
     let t0 = Instant::now();
     let rtt = rtt_of(&[100]);
-    let mut sent = sent_at(t0, &(0..10).map(|pn| pn * 10).collect::<Vec<_>>());
+    let mut sent = ten_sent_10_ms_apart(t0);
     let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
     assert_eq!(loss.packet_threshold(), PACKET_THRESHOLD);
     ack(&mut sent, &mut loss, &[0, 2]);
@@ -112,7 +117,7 @@ fn packet_and_time_threshold_table() {
     let t0 = Instant::now();
     let rtt = rtt_of(&[100]);
     for (name, acked, at_ms, expected_lost, expected_timer) in cases {
-        let mut sent = sent_at(t0, &(0..10).map(|pn| pn * 10).collect::<Vec<_>>());
+        let mut sent = ten_sent_10_ms_apart(t0);
         let mut loss = reordered_by_three();
         assert_eq!(loss.loss_delay(&rtt), us(112_500), "{name}");
         ack(&mut sent, &mut loss, acked);
@@ -283,7 +288,7 @@ fn loss_rate_is_a_packet_ewma() {
 fn a_reordered_packet_raises_the_packet_threshold() {
     let t0 = Instant::now();
     let rtt = rtt_of(&[100]);
-    let mut sent = sent_at(t0, &(0..10).map(|pn| pn * 10).collect::<Vec<_>>());
+    let mut sent = ten_sent_10_ms_apart(t0);
     let mut loss = LossDetector::new(INITIAL_RTT, MAX_ACK_DELAY);
     ack(&mut sent, &mut loss, &[0, 2, 3, 4, 5]);
     assert_eq!(detect(&mut loss, t0 + ms(150), &rtt, &mut sent).0, [1]);

@@ -512,10 +512,7 @@ impl SessionPath {
         let base_from_readings = self.base_forward_delay_from_readings(reference);
         view.one_way_delay = base.map(|base| base + queuing_delay);
         view.one_way_delay_floor = base_from_readings.map(|base| base + queuing_delay);
-        view.base_one_way_delay = match (base, base_from_readings) {
-            (Some(base), Some(from_readings)) => Some(base.min(from_readings)),
-            (base, from_readings) => base.or(from_readings),
-        };
+        view.base_one_way_delay = base.into_iter().chain(base_from_readings).min();
         view.cwnd_bytes = Some(self.probe.window());
         view.bytes_in_flight = self.probe.bytes_in_flight();
         let rate_sample = self.probe.latest_rate_sample(now);
