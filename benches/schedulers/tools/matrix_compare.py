@@ -17,25 +17,16 @@ Ratios are compared unrounded.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import statistics
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import run  # noqa: E402  (run.py: the matrix's cells, medians and targets)
+
 MPTUND = "mptund:default"
-
-
-def load_run_py():
-    spec = importlib.util.spec_from_file_location("run", HERE.parent / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["run"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-run = load_run_py()
 
 
 def part_mbit(cell, first: bool) -> float:
