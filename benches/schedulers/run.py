@@ -42,6 +42,7 @@ import json
 import os
 import statistics
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,11 +148,16 @@ PATH_FIGURES = ("min_rtt_ms", "jitter_ms", "queuing_delay_ms", "queuing_delay_ta
                 "packet_threshold")
 
 
-def integer_setting(text: str) -> tuple[str, int]:
+def daemon_setting(text: str) -> tuple[str, int | float | bool | str]:
+    """KEY=VALUE for a daemon setting: VALUE as TOML reads it (200, 0.5, true, "x"),
+    or a bare word as a string (equalize_delay=all-paths)."""
     key, _, value = text.partition("=")
-    if not key or not value.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=INTEGER, e.g. queue_interval_ms=200")
-    return key, int(value)
+    if not key or not value:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. queue_interval_ms=200")
+    try:
+        return key, tomllib.loads(f"value = {value}")["value"]
+    except tomllib.TOMLDecodeError:
+        return key, value
 
 
 def run_mptund(topo: Topology, scheduler: str, duplicate: bool, cc: str, duration_s: int,
@@ -541,15 +547,15 @@ def main() -> int:
     parser.add_argument("--max-hold-ms", type=int, help="reorder.max_hold_ms of both daemons for a named "
                                                         "scheduler (default: the daemon's)")
     parser.add_argument("--fixed-hold", action="store_true", help="reorder.adaptive = false for a named scheduler")
-    parser.add_argument("--congestion", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
+    parser.add_argument("--congestion", nargs="+", default=[], type=daemon_setting, metavar="KEY=VALUE",
                         help="[congestion] settings of both daemons for a named scheduler, "
                              "e.g. queue_interval_ms=200")
-    parser.add_argument("--scheduler-settings", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
+    parser.add_argument("--scheduler-settings", nargs="+", default=[], type=daemon_setting, metavar="KEY=VALUE",
                         help="more [scheduler] settings of both daemons for a named scheduler, "
-                             "e.g. earliest_arrival_share_percent=1000")
-    parser.add_argument("--reorder", nargs="+", default=[], type=integer_setting, metavar="KEY=INT",
+                             "e.g. earliest_arrival_share_percent=1000 blest_lambda=1.5")
+    parser.add_argument("--reorder", nargs="+", default=[], type=daemon_setting, metavar="KEY=VALUE",
                         help="[reorder] settings of both daemons for a named scheduler, "
-                             "e.g. equalize_percent=100")
+                             "e.g. equalize_percent=100 equalize_delay=all-paths")
     parser.add_argument("--inner-ecn", action="store_true",
                         help="the inner flow's hosts negotiate ECN (net.ipv4.tcp_ecn=1 in both namespaces), "
                              "for every mode; results record it as inner_ecn")
