@@ -163,6 +163,11 @@ impl BufferPool {
     }
 
     /// Buffers allocated since start; flat once the pool is warm.
+    /// The length of every buffer the pool hands out.
+    pub fn buffer_len(&self) -> usize {
+        self.buffer_len
+    }
+
     pub fn allocations(&self) -> u64 {
         self.allocations
     }

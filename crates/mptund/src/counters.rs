@@ -60,12 +60,27 @@ drop_reasons! {
     ReorderBacklog => "reorder_backlog", "The reorder buffer was full of packets not yet released.";
     SendFailed => "send_failed", "The operating system refused to send a datagram on a path.";
     TunWriteFailed => "tun_write_failed", "Writing a packet to the TUN device failed.";
+    TooManyFrames => "too_many_frames", "Frames of a datagram beyond the most one datagram may carry; the datagram's earlier frames were handled.";
+    ParityNotEnabled => "parity_not_enabled", "A parity datagram while this side has parity turned off: no decoder is made for it.";
+    TooManyPaths => "too_many_paths", "A datagram on a new path beyond the session's path limit, or while the session held its share of the memory budget.";
+    MemoryBudget => "memory_budget", "An inner packet refused because its session held its share of the server's memory budget.";
+    TransmitShare => "transmit_share", "A datagram refused because its session had its share of the socket's send queue waiting.";
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct DropCounters {
     counts: [u64; DropReason::ALL.len()],
     last_logged: [Option<Instant>; DropReason::ALL.len()],
+}
+
+// Arrays of more than 32 elements have no derived Default.
+impl Default for DropCounters {
+    fn default() -> Self {
+        Self {
+            counts: [0; DropReason::ALL.len()],
+            last_logged: [None; DropReason::ALL.len()],
+        }
+    }
 }
 
 impl DropCounters {

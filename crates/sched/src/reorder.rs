@@ -388,6 +388,18 @@ impl<T> ReorderBuffer<T> {
         }
     }
 
+    /// PROVISIONAL (replaced by the word-level version): gives up a run.
+    pub fn give_up_range(&mut self, first: SeqNo, count: u32) {
+        for offset in 0..count.min(self.capacity) {
+            self.give_up(first.add(offset));
+        }
+    }
+
+    /// PROVISIONAL: work counter.
+    pub fn work_units(&self) -> u64 {
+        0
+    }
+
     /// Counters since creation.
     pub fn stats(&self) -> ReorderStats {
         self.stats

@@ -427,6 +427,8 @@ pub struct ServerConfig {
     pub control: ControlConfig,
     /// Flood limits on handshake inits (`[handshake]`).
     pub handshake: crate::cookie::HandshakeLimits,
+    /// What one session may take of the server (`[limits]`).
+    pub limits: crate::session::ServerLimits,
 }
 
 /// Placeholder printed by `Debug` instead of private key bytes.

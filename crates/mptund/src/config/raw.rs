@@ -50,6 +50,15 @@ pub(super) struct RawServer {
     pub metrics: Option<Sp<RawMetrics>>,
     pub control: Option<Sp<RawControl>>,
     pub handshake: Option<Sp<RawHandshake>>,
+    pub limits: Option<Sp<RawLimits>>,
+}
+
+/// The server's `[limits]` table: what one session may take of the server.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    pub max_paths_per_session: Option<Sp<i64>>,
+    pub memory_budget_mib: Option<Sp<i64>>,
 }
 
 /// The server's `[handshake]` table: flood limits.

@@ -424,6 +424,7 @@ fn apply_server(
         .engine
         .core_mut()
         .set_handshake_limits(new.handshake);
+    event_loop.engine.core_mut().set_limits(new.limits);
     set_stats_interval(event_loop, new.log.stats_interval, now);
     Ok(())
 }

@@ -74,6 +74,7 @@ pub(super) fn server(config: &ServerConfig, tun_mtu: u16) -> ServerSettings {
         session: server_session(config, tun_mtu),
         path: server_path(config),
         session_idle_timeout: config.timers.session_idle_timeout,
+        limits: config.limits,
     }
 }
 

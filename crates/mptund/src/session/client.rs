@@ -225,6 +225,11 @@ impl ClientCore {
         &self.drops
     }
 
+    /// Elementary steps the current session took (see `Session::work_units`).
+    pub fn work_units(&self) -> u64 {
+        self.session.as_ref().map_or(0, Session::work_units)
+    }
+
     /// Adds a path whose socket has index `socket` (closed until
     /// [`Core::set_socket_open`] says otherwise). It joins the running session, if
     /// any, under a path id new to it; the server learns the path from its first

@@ -107,6 +107,8 @@ impl ParityEncoder {
 
 /// How many received data packets a path keeps for rebuilding: two blocks' span.
 const RING: usize = 2 * PARITY_SPAN as usize;
+/// What a decoder costs, in inner-packet buffers (for the memory budget).
+pub const DECODER_BUFFERS: usize = RING;
 
 #[derive(Debug)]
 struct Slot {

@@ -58,6 +58,8 @@ pub const MAX_CHALLENGES: usize = 3;
 /// The UDP payload of a Control datagram carrying one PathChallenge.
 pub const CHALLENGE_WIRE_LEN: usize =
     TRANSPORT_HEADER_LEN + CONTROL_META_LEN + 3 + PATH_TOKEN_LEN + TAG_LEN;
+/// The same for one PathResponse.
+pub const RESPONSE_WIRE_LEN: usize = CHALLENGE_WIRE_LEN;
 
 type Token = [u8; PATH_TOKEN_LEN];
 
@@ -168,7 +170,9 @@ fn is_newest_on_path(path: &mut SessionPath, header: &TransportHeader, opened: &
 impl Session {
     /// Server: path `index` just authenticated (`opened`) a datagram of `wire_len`
     /// bytes with `header` from `received.from`. Starts or feeds a validation when
-    /// the address is new.
+    /// the address is new, a new path's first address included: until the peer
+    /// answers a challenge there, the path carries nothing but the challenges and
+    /// their answers, within the amplification budget (RFC 9000 section 9).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn on_peer_address(
         &mut self,
@@ -187,24 +191,24 @@ impl Session {
             return;
         };
         let newest = is_newest_on_path(path, header, opened);
-        let Some(validated) = path.remote else {
-            return;
-        };
-        if received.from == validated {
+        if path.remote == Some(received.from) {
             if newest {
                 if let Some(abandoned) = path.validation.take() {
                     drops.record(
                         now,
                         DropReason::PathValidationFailed,
                         &format_args!(
-                            "path {} validating {}: a newer datagram came from its address {validated}",
-                            path.name, abandoned.candidate
+                            "path {} validating {}: a newer datagram came from its address {}",
+                            path.name, abandoned.candidate, received.from
                         ),
                     );
                 }
             }
             return;
         }
+        let validated = path
+            .remote
+            .map_or("no address yet".to_owned(), |address| address.to_string());
         match &mut path.validation {
             Some(validation) if validation.candidate == received.from => {
                 validation.received_bytes += wire_len as u64;
@@ -284,15 +288,13 @@ impl Session {
         if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut token).is_err() {
             return tracing::error!("no randomness for a path challenge");
         }
-        let (candidate, local_ip) = (validation.candidate, validation.local_ip);
+        let candidate = (validation.candidate, validation.local_ip);
         let write = |_: &mut Self, buf: &mut [u8]| {
             wire::write_frame(buf, &Frame::PathChallenge { token }).unwrap_or(0)
         };
-        let Some(mut outgoing) = self.control(now, index, false, pool, write) else {
+        let Some(outgoing) = self.control_to(now, index, candidate, false, pool, write) else {
             return;
         };
-        outgoing.destination = candidate;
-        outgoing.source_ip = local_ip;
         let len = outgoing.packet.len() as u64;
         if let Some(validation) = self
             .paths
@@ -347,19 +349,49 @@ impl Session {
         }
     }
 
-    /// Either side: the peer challenges path `index`; the answer goes back on it.
-    pub(super) fn answer_challenge(
+    /// Either side: answers the newest challenge each path received since the last
+    /// time, one PathResponse per path, back on that path. A path with no validated
+    /// address answers its candidate within the amplification budget; otherwise the
+    /// answer is withheld and counted.
+    pub(super) fn send_path_responses(
         &mut self,
         now: Instant,
-        index: usize,
-        token: Token,
         pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) {
-        let write = |_: &mut Self, buf: &mut [u8]| {
-            wire::write_frame(buf, &Frame::PathResponse { token }).unwrap_or(0)
-        };
-        out.extend(self.control(now, index, false, pool, write));
+        for index in 0..self.paths.len() {
+            let Some(path) = self.paths.get_mut(index) else {
+                continue;
+            };
+            let Some(token) = path.pending_response.take() else {
+                continue;
+            };
+            let destination = match (path.remote, &path.validation) {
+                (Some(remote), _) => (remote, path.local_ip),
+                (None, Some(validation)) if validation.budget_allows(RESPONSE_WIRE_LEN) => {
+                    (validation.candidate, validation.local_ip)
+                }
+                _ => {
+                    path.responses_withheld += 1;
+                    continue;
+                }
+            };
+            let write = |_: &mut Self, buf: &mut [u8]| {
+                wire::write_frame(buf, &Frame::PathResponse { token }).unwrap_or(0)
+            };
+            let Some(outgoing) = self.control_to(now, index, destination, false, pool, write)
+            else {
+                continue;
+            };
+            if let Some(path) = self.paths.get_mut(index) {
+                if path.remote.is_none() {
+                    if let Some(validation) = &mut path.validation {
+                        validation.sent_bytes += outgoing.packet.len() as u64;
+                    }
+                }
+            }
+            out.push(outgoing);
+        }
     }
 
     /// A PathResponse on path `index`: if it echoes one of the tokens sent to the

@@ -38,6 +38,7 @@ mod report;
 mod resend;
 mod send;
 mod server;
+mod share;
 pub mod tcp_flows;
 pub mod testing;
 #[cfg(test)]
@@ -63,6 +64,9 @@ pub use path::{PathSettings, SessionPath};
 pub use queue::SendQueueConfig;
 pub use report::{PathReport, Report, SessionReport};
 pub use server::{PeerSettings, ServerCore, ServerSettings};
+pub use share::{
+    ServerLimits, DEFAULT_MAX_PATHS_PER_SESSION, DEFAULT_MEMORY_BUDGET_MIB, MIN_MEMORY_BUDGET_MIB,
+};
 pub use transmit::{Transmit, MAX_GSO_SEGMENTS};
 
 use crate::buffers::{BufferPool, Packet};
@@ -192,6 +196,15 @@ pub struct Session {
     /// When the server saw the peer's goodbye.
     pub closed_at: Option<Instant>,
     pub counters: SessionCounters,
+    /// Elementary steps taken for the peer (frames read, datagrams built, the reorder
+    /// buffer's words and packets): what fuzzing and the tests hold against the bound
+    /// on what one datagram may cost.
+    work_units: u64,
+    /// Packet buffers the session may hold (its share of the server's memory budget;
+    /// unlimited on a client).
+    buffer_limit: usize,
+    /// Paths the peer may open (the server's `limits.max_paths_per_session`).
+    max_paths: usize,
 }
 
 /// What the session sends: sequence numbers, the scheduler that stripes them over
@@ -304,7 +317,16 @@ impl Session {
             peer_closed: false,
             closed_at: None,
             counters: SessionCounters::default(),
+            work_units: 0,
+            buffer_limit: usize::MAX,
+            max_paths: MAX_PATHS,
         }
+    }
+
+    /// Elementary steps taken so far, the reorder buffer's included (see
+    /// `work_units`); grows by a bounded amount per datagram.
+    pub fn work_units(&self) -> u64 {
+        self.work_units + self.receiver.reorder.work_units()
     }
 
     /// Microseconds since the session started, as carried in the wire's 32-bit
@@ -329,7 +351,10 @@ impl Session {
             return Some(index);
         }
         let settings = create?;
-        if id.0 > PathId::MAX_IN_SET || self.paths.len() >= MAX_PATHS {
+        if id.0 > PathId::MAX_IN_SET
+            || self.paths.len() >= self.max_paths.min(MAX_PATHS)
+            || self.at_buffer_limit()
+        {
             return None;
         }
         let insert_at = self.paths.partition_point(|path| path.id < id);

@@ -97,6 +97,12 @@ pub struct SessionPath {
     pub validation: Option<Validation>,
     pub validations_started: u64,
     pub validations_succeeded: u64,
+    /// Either side: the newest challenge the peer sent on this path, answered with
+    /// the session's next acknowledgements (one answer per path however many came).
+    pub pending_response: Option<[u8; crate::wire::PATH_TOKEN_LEN]>,
+    /// Answers withheld: the path had no validated address and the candidate's
+    /// amplification budget had no room.
+    pub responses_withheld: u64,
     /// The share of the path's data datagrams lost while its queue was short: the
     /// radio's losses, not a full buffer's (TCP Veno's backlog test, as the delay-rate
     /// controller judges them), averaged over about [`RADIO_LOSS_MEMORY`] datagrams.
@@ -221,6 +227,8 @@ impl SessionPath {
             validation: None,
             validations_started: 0,
             validations_succeeded: 0,
+            pending_response: None,
+            responses_withheld: 0,
             radio_loss_rate: 0.0,
             parity: None,
             rebuild: None,
@@ -402,6 +410,16 @@ impl SessionPath {
                 pool.recycle(kept.packet);
             }
         }
+    }
+
+    /// Packet buffers the path holds: copies kept for repair, and its parity decoder.
+    pub fn held_packets(&self) -> usize {
+        let decoder = if self.rebuild.is_some() {
+            fec::DECODER_BUFFERS
+        } else {
+            0
+        };
+        self.kept.len() + decoder
     }
 
     pub fn recycle_in_flight(&mut self, pool: &mut BufferPool) {

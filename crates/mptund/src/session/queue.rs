@@ -122,6 +122,11 @@ impl SendQueue {
         self.packets.len()
     }
 
+    /// Takes the packet that waited longest (the session is over its memory share).
+    pub(super) fn pop_oldest(&mut self) -> Option<Packet> {
+        self.pop_front().map(|queued| queued.packet)
+    }
+
     /// Moves the packets waiting in `other` (a queue with the old limits) to the back
     /// of this one, in order.
     pub fn take_packets_from(&mut self, mut other: SendQueue) {
@@ -148,6 +153,14 @@ impl Session {
                 now,
                 DropReason::SendQueueFull,
                 &"every path is full and the send queue too",
+            );
+        }
+        if self.at_buffer_limit() {
+            pool.recycle(packet);
+            return drops.record(
+                now,
+                DropReason::MemoryBudget,
+                &"the session holds its share of the memory budget",
             );
         }
         self.counters.queued += 1;

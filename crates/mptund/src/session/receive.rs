@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use mptund_probe::{AckRanges, AckSummary};
 use mptund_sched::{PathId, RejectReason, SeqNo};
 
-use super::fec::{Decoded, ParityDecoder};
+use super::fec::{self, Decoded, ParityDecoder};
 use super::keyring::{KeySlot, Opened};
 use super::{
     inner, refuse, Inbound, Outgoing, PathSettings, Received, Receiver, Session, SessionPath,
@@ -35,6 +35,11 @@ pub(super) struct ReceiveContext<'a> {
     /// Server: the inner source addresses the peer may use.
     pub allowed_sources: Option<&'a [IpNet]>,
 }
+
+/// Frames read from one datagram; the rest are dropped and counted. A legitimate
+/// datagram carries at most one Ack per path (64) or [`super::resend::MAX_GIVEN_UP_RUNS`]
+/// (128) GaveUp runs, with room to spare.
+pub const MAX_FRAMES_PER_DATAGRAM: usize = 192;
 
 /// How a role finds the path an authenticated datagram arrived on.
 pub(super) enum ArrivalPath<'a> {
@@ -81,16 +86,21 @@ impl Session {
             ),
             ArrivalPath::ById(settings) => (
                 self.path_for(PathId(header.path_id), Some(settings), now),
-                "too many paths",
+                "a new path beyond the session's limit",
             ),
         };
         let Some(index) = index else {
-            let reason = DropReason::Malformed;
+            let reason = match arrival {
+                ArrivalPath::BySocket => DropReason::Malformed,
+                ArrivalPath::ById(_) => DropReason::TooManyPaths,
+            };
             refuse(context.pool, context.drops, packet, now, reason, &unknown);
             return Some(opened);
         };
         let follows_address = matches!(arrival, ArrivalPath::ById(_));
-        self.on_authenticated(now, index, received, wire_len, follows_address);
+        // Only a handshake proves an address at once; on a path, even a new
+        // path's first address takes a validation (see `migration`).
+        self.on_authenticated(now, index, received, wire_len, false);
         if follows_address {
             // Only now, authenticated and fresh, may the datagram start moving the
             // path (after a validation).
@@ -146,21 +156,21 @@ impl Session {
         Ok(opened)
     }
 
-    /// Records an authenticated datagram on path `index` and learns where the peer is.
+    /// Records an authenticated datagram on path `index`; `address_proven` (the
+    /// handshake's path: the client sealed it with keys only the answer sent there
+    /// gave it) takes the sender's address as the path's when it has none.
     pub(super) fn on_authenticated(
         &mut self,
         now: Instant,
         index: usize,
         received: &Received,
         wire_len: usize,
-        learn_address: bool,
+        address_proven: bool,
     ) {
         self.last_received = now;
         let session = self.local_id.0;
         let path = &mut self.paths[index];
-        // A path's first address is learned at once; moving it takes a validation
-        // (see `migration`).
-        if learn_address && path.remote.is_none() {
+        if address_proven && path.remote.is_none() {
             path.remote = Some(received.from);
             path.local_ip = received.local_ip;
         }
@@ -301,6 +311,23 @@ impl Session {
             rebuild.on_data(path_pn, seq.0, plaintext.bytes());
         }
         self.paths[index].counters.received_data_packets += 1;
+        if self.at_buffer_limit() {
+            // Over its share the session stops holding gaps open for the peer: what
+            // it held goes on now, and only then is the new packet refused.
+            let limit = self.buffer_limit.saturating_sub(1);
+            self.shed_to(now, limit, pool, deliver, drops);
+            if self.at_buffer_limit() {
+                let detail = format_args!("inner packet seq {}", seq.0);
+                return refuse(
+                    pool,
+                    drops,
+                    plaintext,
+                    now,
+                    DropReason::MemoryBudget,
+                    &detail,
+                );
+            }
+        }
         let inbound = Inbound {
             packet: plaintext,
             not_before: now + wait,
@@ -349,9 +376,34 @@ impl Session {
             );
         };
         let payload = plaintext.bytes().get(PARITY_META_LEN..).unwrap_or_default();
+        if !self.settings.parity_on_lossy_paths {
+            // Parity is on only when both ends turned it on: a decoder is memory
+            // (about 64 inner packets) a peer must not make this side spend.
+            return refuse(
+                context.pool,
+                context.drops,
+                plaintext,
+                now,
+                DropReason::ParityNotEnabled,
+                &"parity datagram",
+            );
+        }
         let max_inner_len = self.settings.max_inner_len;
+        let room = self.held_packets().saturating_add(fec::DECODER_BUFFERS) <= self.buffer_limit;
         let Some(decoder) = &mut self.paths[index].rebuild else {
             // The first parity on a path starts the copies; its own members went by.
+            if !room {
+                let detail = "parity decoder beyond the session's memory share";
+                let (pool, drops) = (context.pool, context.drops);
+                return refuse(
+                    pool,
+                    drops,
+                    plaintext,
+                    now,
+                    DropReason::MemoryBudget,
+                    &detail,
+                );
+            }
             self.paths[index].rebuild = Some(ParityDecoder::new(max_inner_len));
             return context.pool.recycle(plaintext);
         };
@@ -420,6 +472,13 @@ impl Session {
 
     /// Acts on control frames (standalone or piggybacked) received on path `index`;
     /// returns whether any of them asks for an acknowledgement (Ping, Close).
+    ///
+    /// What one datagram can cost is bounded whatever it carries: at most
+    /// [`MAX_FRAMES_PER_DATAGRAM`] frames are read, a path's Ack counts once, a run
+    /// given up is marked with word operations clamped to the reorder window, and
+    /// challenges leave one answer per path, for the newest, sent with the
+    /// session's next acknowledgements (RFC 9000 section 8.2.2 asks for one
+    /// response per challenge; a datagram of challenges gets one).
     fn handle_frames(
         &mut self,
         now: Instant,
@@ -430,7 +489,18 @@ impl Session {
         out: &mut Vec<Outgoing>,
     ) -> bool {
         let mut eliciting = false;
-        for frame in wire::frames(frames) {
+        let mut acked_paths = 0u64;
+        let mut newest_challenge = None;
+        for (count, frame) in wire::frames(frames).enumerate() {
+            if count == MAX_FRAMES_PER_DATAGRAM {
+                drops.record(
+                    now,
+                    DropReason::TooManyFrames,
+                    &format_args!("more than {MAX_FRAMES_PER_DATAGRAM} frames in a datagram"),
+                );
+                break;
+            }
+            self.work_units += 1;
             match frame {
                 // A probe wants its answer now: the acknowledgement goes out with the
                 // next flush instead of waiting for the acknowledgement delay.
@@ -447,26 +517,30 @@ impl Session {
                     ack_delay_us,
                     largest_owd_raw_us,
                     ranges,
-                }) => self.handle_ack(
-                    now,
-                    PathId(path_id),
-                    ack_delay_us,
-                    largest_owd_raw_us,
-                    ranges,
-                    pool,
-                    drops,
-                    out,
-                ),
-                Ok(Frame::GaveUp { first_seq, count }) => {
-                    // Beyond one window the buffer ignores them anyway.
-                    let count = u32::from(count).min(self.receiver.reorder.capacity() as u32);
-                    for offset in 0..count {
-                        self.receiver.reorder.give_up(SeqNo(first_seq).add(offset));
+                }) => {
+                    // A sender writes one Ack per path; a second one is a peer
+                    // asking for the same work twice.
+                    let bit = 1u64 << (path_id & 63);
+                    if acked_paths & bit != 0 {
+                        continue;
                     }
+                    acked_paths |= bit;
+                    self.handle_ack(
+                        now,
+                        PathId(path_id),
+                        ack_delay_us,
+                        largest_owd_raw_us,
+                        ranges,
+                        pool,
+                        drops,
+                        out,
+                    )
                 }
-                Ok(Frame::PathChallenge { token }) => {
-                    self.answer_challenge(now, index, token, pool, out)
+                Ok(Frame::GaveUp { first_seq, count }) => {
+                    let reorder = &mut self.receiver.reorder;
+                    reorder.give_up_range(SeqNo(first_seq), u32::from(count));
                 }
+                Ok(Frame::PathChallenge { token }) => newest_challenge = Some(token),
                 Ok(Frame::PathResponse { token }) => {
                     self.on_path_response(now, index, &token, pool, drops, out)
                 }
@@ -476,6 +550,9 @@ impl Session {
                     break;
                 }
             }
+        }
+        if let Some(token) = newest_challenge {
+            self.paths[index].pending_response = Some(token);
         }
         eliciting
     }

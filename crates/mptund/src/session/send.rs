@@ -8,6 +8,7 @@
 // from the wire becomes an index, so only unwrap and expect are denied.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use mptund_sched::{
@@ -422,6 +423,21 @@ impl Session {
         write: impl FnOnce(&mut Self, &mut [u8]) -> usize,
     ) -> Option<Outgoing> {
         let destination = self.paths[index].remote?;
+        let source_ip = self.paths[index].local_ip;
+        self.control_to(now, index, (destination, source_ip), eliciting, pool, write)
+    }
+
+    /// [`Session::control`] to `(destination, source_ip)` instead of the path's
+    /// address: a candidate address that is being validated.
+    pub(super) fn control_to(
+        &mut self,
+        now: Instant,
+        index: usize,
+        (destination, source_ip): (SocketAddr, Option<IpAddr>),
+        eliciting: bool,
+        pool: &mut BufferPool,
+        write: impl FnOnce(&mut Self, &mut [u8]) -> usize,
+    ) -> Option<Outgoing> {
         let mut packet = pool.take();
         let frames_start = TRANSPORT_HEADER_LEN + CONTROL_META_LEN;
         let limit = (frames_start + self.settings.max_inner_len).min(packet.capacity() - TAG_LEN);
@@ -453,10 +469,11 @@ impl Session {
         packet.set_range(0, body_end + TAG_LEN);
         let path = &mut self.paths[index];
         path.on_sent(now, packet_number, packet.len(), None, eliciting, false);
+        self.work_units += 1;
         Some(Outgoing {
             socket: path.socket,
             destination,
-            source_ip: path.local_ip,
+            source_ip,
             path: path_id,
             packet,
         })
@@ -478,6 +495,7 @@ impl Session {
             .iter()
             .any(|path| path.ack_immediately || path.acks.ack_due(now))
             || (force && self.paths.iter().any(|path| path.acks.has_unacked()));
+        self.send_path_responses(now, pool, out);
         if !due {
             return;
         }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use mptund_sched::{build_scheduler, PathId};
 
 use super::receive::{ArrivalPath, ReceiveContext};
+use super::share::{MemoryLedger, ServerLimits};
 use super::timers::SessionTimers;
 use super::{
     inner, random_session_id, refuse, Core, KeyPair, Outgoing, PathSettings, Received, Report,
@@ -62,6 +63,8 @@ pub struct ServerSettings {
     pub path: PathSettings,
     /// A session with nothing received for this long is forgotten.
     pub session_idle_timeout: Duration,
+    /// What one session may take of the server.
+    pub limits: ServerLimits,
 }
 
 struct Peer {
@@ -115,6 +118,8 @@ pub struct ServerCore {
     /// sessions' own datagrams.
     cookie_replies: Vec<Outgoing>,
     cookie_replies_sent: u64,
+    /// Work of the sessions that ended (see [`ServerCore::work_units`]).
+    work_units_of_ended: u64,
     /// When each session next needs its timers run.
     timers: SessionTimers,
     /// Sessions a datagram or a TUN packet changed since the last
@@ -124,12 +129,16 @@ pub struct ServerCore {
     touched: Vec<SessionId>,
     /// Scratch for the sessions due at a wake-up.
     due: Vec<SessionId>,
+    limits: ServerLimits,
+    /// The packet buffers the sessions hold against `limits.memory_budget_bytes`.
+    ledger: MemoryLedger,
 }
 
 impl ServerCore {
     /// The flood limits start at their defaults; [`ServerCore::set_handshake_limits`]
     /// applies the configured ones.
     pub fn new(settings: ServerSettings, pool: BufferPool) -> Self {
+        let buffer_len = pool.buffer_len();
         let peers: Vec<Peer> = settings
             .peers
             .into_iter()
@@ -154,6 +163,7 @@ impl ServerCore {
             queued_inits: VecDeque::with_capacity(INIT_QUEUE_CAPACITY),
             cookie_replies: Vec::new(),
             cookie_replies_sent: 0,
+            work_units_of_ended: 0,
             responder,
             routes: routes_of(&peers),
             peers,
@@ -169,7 +179,76 @@ impl ServerCore {
             timers: SessionTimers::default(),
             touched: Vec::new(),
             due: Vec::new(),
+            ledger: MemoryLedger::new(settings.limits.memory_budget_bytes, buffer_len),
+            limits: settings.limits,
         }
+    }
+
+    /// New limits, in force for each session's next step.
+    pub fn set_limits(&mut self, limits: ServerLimits) {
+        self.limits = limits;
+        let buffer_len = self.pool.buffer_len();
+        self.ledger
+            .set_budget(limits.memory_budget_bytes, buffer_len);
+    }
+
+    /// Packet buffers all sessions hold, and the budget, both in buffers.
+    pub fn memory_held(&self) -> (usize, usize) {
+        (self.ledger.held(), self.ledger.budget())
+    }
+
+    /// Elementary steps taken for every session so far (see `Session::work_units`).
+    pub fn work_units(&self) -> u64 {
+        let live: u64 = self
+            .sessions
+            .values()
+            .map(|entry| entry.session.work_units())
+            .sum();
+        self.work_units_of_ended + live
+    }
+
+    /// Before a step of session `id`: if sessions above their shares leave it no room
+    /// for its own, they are cut back to their shares first; then it gets its limit
+    /// for the step. Returns the buffers it held, for [`ServerCore::end_step`].
+    fn begin_step(&mut self, now: Instant, id: SessionId) -> usize {
+        let Some(held) = self.sessions.get(&id).map(|e| e.session.held_packets()) else {
+            return 0;
+        };
+        if self.ledger.crowded_out(held) {
+            let share = self.ledger.share(held);
+            for (other, entry) in &mut self.sessions {
+                let before = entry.session.held_packets();
+                if *other == id || before <= share {
+                    continue;
+                }
+                let (pool, drops) = (&mut self.pool, &mut self.drops);
+                entry
+                    .session
+                    .shed_to(now, share, pool, &mut self.deliver, drops);
+                self.ledger.update(before, entry.session.held_packets());
+            }
+        }
+        let limit = self.ledger.limit(held);
+        let max_paths = self.limits.max_paths_per_session;
+        if let Some(entry) = self.sessions.get_mut(&id) {
+            entry.session.set_limits(limit, max_paths);
+        }
+        held
+    }
+
+    /// A session ends: its buffers and its work leave the books.
+    fn forget_buffers_of(&mut self, session: &Session) {
+        self.ledger.update(session.held_packets(), 0);
+        self.work_units_of_ended += session.work_units();
+    }
+
+    /// After a step of session `id` that began holding `before` buffers.
+    fn end_step(&mut self, id: SessionId, before: usize) {
+        let after = self
+            .sessions
+            .get(&id)
+            .map_or(0, |entry| entry.session.held_packets());
+        self.ledger.update(before, after);
     }
 
     pub fn drops(&self) -> &DropCounters {
@@ -349,6 +428,7 @@ impl ServerCore {
             if let Some(mut entry) = self.sessions.remove(&id) {
                 tracing::info!(peer = %name, session = id.0, "peer removed from the configuration: closing its session");
                 entry.session.close(now, &mut self.pool, out);
+                self.forget_buffers_of(&entry.session);
                 entry.session.recycle_buffers(now, &mut self.pool);
                 for key_id in entry.session.keys.local_ids() {
                     self.key_ids.remove(&key_id);
@@ -610,8 +690,8 @@ impl ServerCore {
                 return None;
             }
         };
-        let session_id = self.key_ids.get(&header.receiver).copied();
-        let Some(entry) = session_id.and_then(|id| self.sessions.get_mut(&id)) else {
+        let known = self.key_ids.get(&header.receiver).copied();
+        let Some(session_id) = known.filter(|id| self.sessions.contains_key(id)) else {
             refuse(
                 &mut self.pool,
                 &mut self.drops,
@@ -622,28 +702,16 @@ impl ServerCore {
             );
             return None;
         };
-        let session = &mut entry.session;
-        let session_id = session.local_id;
-        let context = ReceiveContext {
-            pool: &mut self.pool,
-            drops: &mut self.drops,
-            deliver: &mut self.deliver,
-            out,
-            allowed_sources: Some(&self.peers[entry.peer].settings.allowed_ips),
-        };
-        let arrival = ArrivalPath::ById(&self.path_settings);
-        let opened = session.receive(
-            now,
-            &received,
-            &header,
-            packet_type,
-            packet,
-            arrival,
-            context,
-        )?;
+        let held = self.begin_step(now, session_id);
+        let opened =
+            self.receive_in_session(now, session_id, received, header, packet_type, packet, out);
+        self.end_step(session_id, held);
+        let opened = opened?;
         if let Some(retired) = opened.retired {
             self.key_ids.remove(&retired);
         }
+        let entry = self.sessions.get_mut(&session_id)?;
+        let session = &mut entry.session;
         if session.peer_closed && session.closed_at.is_none() {
             // The client says goodbye on every path; the session lingers so the other
             // copies are not counted as unknown.
@@ -656,6 +724,43 @@ impl ServerCore {
             self.confirm(now, session_id);
         }
         Some(session_id)
+    }
+
+    /// Hands an opened transport datagram's header and packet to session
+    /// `session_id`, which the caller found.
+    #[allow(clippy::too_many_arguments)]
+    fn receive_in_session(
+        &mut self,
+        now: Instant,
+        session_id: SessionId,
+        received: Received,
+        header: TransportHeader,
+        packet_type: PacketType,
+        packet: Packet,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<super::keyring::Opened> {
+        let Some(entry) = self.sessions.get_mut(&session_id) else {
+            self.pool.recycle(packet);
+            return None;
+        };
+        let session = &mut entry.session;
+        let context = ReceiveContext {
+            pool: &mut self.pool,
+            drops: &mut self.drops,
+            deliver: &mut self.deliver,
+            out,
+            allowed_sources: Some(&self.peers[entry.peer].settings.allowed_ips),
+        };
+        let arrival = ArrivalPath::ById(&self.path_settings);
+        session.receive(
+            now,
+            &received,
+            &header,
+            packet_type,
+            packet,
+            arrival,
+            context,
+        )
     }
 
     /// The client sealed a datagram with a new session's keys: the session takes
@@ -690,6 +795,7 @@ impl ServerCore {
             if peer.unconfirmed == Some(id) {
                 peer.unconfirmed = None;
             }
+            self.forget_buffers_of(&entry.session);
             entry.session.recycle_buffers(now, &mut self.pool);
             for key_id in entry.session.keys.local_ids() {
                 self.key_ids.remove(&key_id);
@@ -793,9 +899,9 @@ impl Core for ServerCore {
                 &format_args!("no peer owns {}", header.destination),
             );
         };
-        let Some(entry) = self.peers[peer]
+        let Some(session_id) = self.peers[peer]
             .session
-            .and_then(|id| self.sessions.get_mut(&id))
+            .filter(|id| self.sessions.contains_key(id))
         else {
             return refuse(
                 &mut self.pool,
@@ -805,6 +911,10 @@ impl Core for ServerCore {
                 DropReason::NoSession,
                 &format_args!("peer {} has no session", self.peers[peer].settings.name),
             );
+        };
+        let held = self.begin_step(now, session_id);
+        let Some(entry) = self.sessions.get_mut(&session_id) else {
+            return self.pool.recycle(packet);
         };
         if packet.len() > entry.session.max_inner_len() {
             let len = packet.len();
@@ -820,7 +930,7 @@ impl Core for ServerCore {
         entry
             .session
             .send_inner(now, packet, &mut self.pool, &mut self.drops, out);
-        let session_id = entry.session.local_id;
+        self.end_step(session_id, held);
         self.touch(session_id);
     }
 
@@ -915,13 +1025,17 @@ impl Core for ServerCore {
             if let Some(retired) = entry.session.keys.forget_stale(now) {
                 self.key_ids.remove(&retired);
             }
-            entry.session.handle_timeout(
-                now,
-                &mut self.pool,
-                &mut self.deliver,
-                &mut self.drops,
-                out,
-            );
+            let held = self.begin_step(now, id);
+            if let Some(entry) = self.sessions.get_mut(&id) {
+                entry.session.handle_timeout(
+                    now,
+                    &mut self.pool,
+                    &mut self.deliver,
+                    &mut self.drops,
+                    out,
+                );
+            }
+            self.end_step(id, held);
             self.reschedule(id);
         }
         self.due = due;

@@ -104,6 +104,7 @@ pub fn server_settings(
         session,
         path: path_settings(),
         session_idle_timeout: Duration::from_secs(180),
+        limits: super::ServerLimits::default(),
     }
 }
 

@@ -1081,6 +1081,7 @@ impl Net {
                 session: settings(Duration::from_millis(50)),
                 path: path_settings(),
                 session_idle_timeout: Duration::from_secs(180),
+                limits: crate::session::ServerLimits::default(),
             },
             pool(),
         );
@@ -1182,6 +1183,7 @@ fn handshake_with_a_client_the_server_does_not_know_fails() {
             session: settings(Duration::from_millis(50)),
             path: path_settings(),
             session_idle_timeout: Duration::from_secs(180),
+            limits: crate::session::ServerLimits::default(),
         },
         pool(),
     );

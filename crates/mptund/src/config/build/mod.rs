@@ -16,8 +16,8 @@ use toml::de::DeTable;
 use super::error::{self, ConfigError, Mode, Source};
 use super::keys::{decode_key, public_key_of, KEY_LEN};
 use super::raw::{
-    RawClient, RawCongestion, RawControl, RawHandshake, RawLog, RawMetrics, RawPath, RawPeer,
-    RawReorder, RawScheduler, RawServer, RawTimers, RawTun, Sp,
+    RawClient, RawCongestion, RawControl, RawHandshake, RawLimits, RawLog, RawMetrics, RawPath,
+    RawPeer, RawReorder, RawScheduler, RawServer, RawTimers, RawTun, Sp,
 };
 use super::suggest;
 use super::{
@@ -34,6 +34,7 @@ use super::{
     DEFAULT_STATS_INTERVAL, KNOWN_CIPHERS, KNOWN_CONTROLLERS, KNOWN_SCHEDULERS, MAX_PATHS,
 };
 use crate::cookie::HandshakeLimits;
+use crate::session::{ServerLimits, MIN_MEMORY_BUDGET_MIB};
 
 mod tables;
 mod values;
@@ -539,6 +540,7 @@ impl Validator<'_> {
             metrics: self.metrics(&raw.metrics)?,
             control: self.control(&raw.control)?,
             handshake: self.handshake(&raw.handshake)?,
+            limits: self.limits(&raw.limits)?,
         })
     }
 

@@ -550,6 +550,34 @@ impl Validator<'_> {
         })
     }
 
+    /// `[limits]` (server): paths per session and the memory budget the sessions share.
+    pub(super) fn limits(&self, raw: &Option<Sp<RawLimits>>) -> Result<ServerLimits> {
+        let defaults = ServerLimits::default();
+        let Some(table) = raw else {
+            return Ok(defaults);
+        };
+        let table = table.get_ref();
+        let max_paths = self.integer(
+            table.max_paths_per_session.as_ref(),
+            "limits.max_paths_per_session",
+            1..=MAX_PATHS as i64,
+            " paths",
+            defaults.max_paths_per_session as i64,
+        )?;
+        let budget_mib = self.integer(
+            table.memory_budget_mib.as_ref(),
+            "limits.memory_budget_mib",
+            MIN_MEMORY_BUDGET_MIB..=1 << 20,
+            " MiB",
+            (defaults.memory_budget_bytes >> 20) as i64,
+        )?;
+        Ok(ServerLimits {
+            max_paths_per_session: usize::try_from(max_paths)
+                .unwrap_or(defaults.max_paths_per_session),
+            memory_budget_bytes: u64::try_from(budget_mib).unwrap_or(0) << 20,
+        })
+    }
+
     pub(super) fn log(&self, raw: &Option<Sp<RawLog>>) -> Result<LogConfig> {
         let stats = raw
             .as_ref()
