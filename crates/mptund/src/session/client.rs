@@ -436,6 +436,7 @@ impl ClientCore {
                     destination: remote,
                     source_ip: None,
                     path: path_id,
+                    owner: super::HANDSHAKES,
                     packet,
                 });
                 self.handshake = Some(Handshaking {

@@ -27,6 +27,7 @@ mod codel;
 pub mod ecn;
 mod engine;
 mod fec;
+mod init_queue;
 pub mod inner;
 mod keyring;
 mod migration;
@@ -85,7 +86,13 @@ pub struct Outgoing {
     /// Source address to send from (the server answers from the address it was reached at).
     pub source_ip: Option<IpAddr>,
     pub path: PathId,
+    /// The session it belongs to ([`HANDSHAKES`] for handshake messages): a socket's
+    /// queue is shared fairly between sessions.
+    pub owner: SessionId,
 }
+
+/// The owner of handshake messages in a socket's queue (session ids are never zero).
+pub const HANDSHAKES: SessionId = SessionId(0);
 
 /// Where a datagram came from.
 #[derive(Clone, Copy, Debug)]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use mptund_sched::{build_scheduler, PathId};
 
+use super::init_queue::{InitQueue, QueuedInit};
 use super::receive::{ArrivalPath, ReceiveContext};
 use super::share::{MemoryLedger, ServerLimits};
 use super::timers::SessionTimers;
@@ -84,13 +85,6 @@ struct PeerSession {
     session: Session,
 }
 
-/// An init that passed mac1, mac2 under load and its source's bucket.
-struct QueuedInit {
-    arrived: Instant,
-    received: Received,
-    packet: Packet,
-}
-
 pub struct ServerCore {
     responder: Responder,
     peers: Vec<Peer>,
@@ -112,7 +106,7 @@ pub struct ServerCore {
     cookie_secrets: Option<CookieSecrets>,
     cookie_reply_key: CookieReplyKey,
     init_limiter: SourceRateLimiter,
-    queued_inits: VecDeque<QueuedInit>,
+    queued_inits: InitQueue,
     /// Cookie replies made during a batch of reads: they go out after the batch's
     /// acknowledgements ([`Core::flush_acks`]), so a flood never delays the
     /// sessions' own datagrams.
@@ -160,7 +154,7 @@ impl ServerCore {
                 limits.burst_per_source,
                 SOURCE_TABLE_CAPACITY,
             ),
-            queued_inits: VecDeque::with_capacity(INIT_QUEUE_CAPACITY),
+            queued_inits: InitQueue::new(INIT_QUEUE_CAPACITY),
             cookie_replies: Vec::new(),
             cookie_replies_sent: 0,
             work_units_of_ended: 0,
@@ -335,22 +329,22 @@ impl ServerCore {
                 &detail,
             );
         }
-        if self.queued_inits.len() >= INIT_QUEUE_CAPACITY {
-            let detail = format_args!("handshake from {}", received.from);
-            return refuse(
+        let queued = QueuedInit {
+            arrived: now,
+            received,
+            packet,
+        };
+        if let Err((refused, _)) = self.queued_inits.push(queued) {
+            let detail = format_args!("handshake from {}", refused.received.from);
+            refuse(
                 &mut self.pool,
                 &mut self.drops,
-                packet,
+                refused.packet,
                 now,
                 DropReason::HandshakeQueueFull,
                 &detail,
             );
         }
-        self.queued_inits.push_back(QueuedInit {
-            arrived: now,
-            received,
-            packet,
-        });
     }
 
     /// Answers an init with a cookie for its source address, sealed under its mac1.
@@ -374,6 +368,7 @@ impl ServerCore {
             destination: received.from,
             source_ip: received.local_ip,
             path: PathId(init.path_id()),
+            owner: super::HANDSHAKES,
             packet: reply,
         });
     }
@@ -381,7 +376,7 @@ impl ServerCore {
     /// Answers up to [`INITS_PER_WAKE`] queued inits.
     fn answer_queued_inits(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         for _ in 0..INITS_PER_WAKE {
-            let Some(queued) = self.queued_inits.pop_front() else {
+            let Some(queued) = self.queued_inits.pop() else {
                 return;
             };
             self.handle_init(now, queued.received, &queued.packet, out);
@@ -577,11 +572,13 @@ impl ServerCore {
             return self.pool.recycle(response);
         }
         self.peers[peer_index].last_handshake_nanos = Some(fields.unix_time_nanos);
+        self.queued_inits.remember_source(received.from.ip());
         out.push(Outgoing {
             socket: received.socket,
             destination: received.from,
             source_ip: received.local_ip,
             path: path_id,
+            owner: super::HANDSHAKES,
             packet: response,
         });
     }
@@ -989,7 +986,7 @@ impl Core for ServerCore {
             self.timers_agree(),
             "a session changed without a reschedule"
         );
-        let queued_init = self.queued_inits.front().map(|queued| queued.arrived);
+        let queued_init = self.queued_inits.oldest_arrival();
         let touched = self
             .touched
             .iter()
