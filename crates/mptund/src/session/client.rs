@@ -339,6 +339,12 @@ impl ClientCore {
         (usize::from(PathId::MAX_IN_SET) + 1).saturating_sub(usize::from(self.next_path_id))
     }
 
+    /// The running session, for tests that forge what its peer could send.
+    #[cfg(test)]
+    pub(super) fn session_mut(&mut self) -> Option<&mut Session> {
+        self.session.as_mut()
+    }
+
     /// The running session's local id, if one is established.
     pub fn session_id(&self) -> Option<SessionId> {
         self.session.as_ref().map(|session| session.local_id)

@@ -17,6 +17,7 @@ use crate::keys::PrivateKey;
 
 mod cookies;
 mod ecn;
+mod isolation;
 mod keys;
 mod many_sessions;
 mod migration;
