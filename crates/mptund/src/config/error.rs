@@ -237,13 +237,14 @@ const TOP_LEVEL_SERVER: &[&str] = &[
     "metrics",
     "control",
     "handshake",
+    "limits",
 ];
 
 /// Advice for a key that does not exist here; `field` is its dotted path.
 fn unknown_field_hint(field: &str, unknown: &str, known: &[&str], mode: Mode) -> String {
     // Keys that exist, but in the other mode's file.
     let other_mode = match (mode, unknown) {
-        (Mode::Client, "listen" | "peer" | "handshake") => Some(Mode::Server),
+        (Mode::Client, "listen" | "peer" | "handshake" | "limits") => Some(Mode::Server),
         (Mode::Server, "server" | "path") => Some(Mode::Client),
         _ => None,
     };

@@ -478,6 +478,7 @@ impl fmt::Debug for ServerConfig {
             .field("metrics", &self.metrics)
             .field("control", &self.control)
             .field("handshake", &self.handshake)
+            .field("limits", &self.limits)
             .finish()
     }
 }

@@ -660,6 +660,9 @@ fn broken_configs() -> Vec<Broken> {
         s("burst not an integer", format!("{MINIMAL_SERVER}[handshake]\nburst_per_source = 5.5\n"), Some(12), "handshake.burst_per_source", "expected an integer", "whole number"),
         s("handshake field misspelt", format!("{MINIMAL_SERVER}[handshake]\nrate_per_source = 20\n"), Some(12), "handshake.rate_per_source", "unknown field `rate_per_source`", "did you mean `rate_per_source_per_s`?"),
         c("server table in a client", format!("{MINIMAL_CLIENT}[handshake]\nload_threshold_per_s = 100\n"), Some(12), "handshake", "unknown field `handshake`", "belongs in a server configuration"),
+        s("paths per session out of range", format!("{MINIMAL_SERVER}[limits]\nmax_paths_per_session = 65\n"), Some(12), "limits.max_paths_per_session", "65 paths is out of range", "from 1 to 64 paths (default 8)"),
+        s("memory budget too small", format!("{MINIMAL_SERVER}[limits]\nmemory_budget_mib = 4\n"), Some(12), "limits.memory_budget_mib", "4 MiB is out of range", "from 16 to 1048576 MiB (default 192)"),
+        c("limits in a client", format!("{MINIMAL_CLIENT}[limits]\nmax_paths_per_session = 4\n"), Some(12), "limits", "unknown field `limits`", "belongs in a server configuration"),
         s("client timer in a server", format!("{MINIMAL_SERVER}[timers]\nsession_timeout_ms = 60000\n"), Some(12), "timers.session_timeout_ms", "not a server setting", "the server counterpart is `session_idle_timeout_ms`"),
     ]
 }
