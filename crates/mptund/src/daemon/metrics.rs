@@ -410,6 +410,24 @@ impl Collector for ReportCollector {
             MetricType::Counter,
         )?
         .only_counter(report.cookie_replies_sent)?;
+        if let Some(memory) = report.memory {
+            family(
+                &mut encoder,
+                "mptund_memory_held_bytes",
+                "Bytes of packet buffers the sessions hold (reorder buffers, queues, copies kept for repair, parity decoders).",
+                None,
+                MetricType::Gauge,
+            )?
+            .only_gauge(memory.held_bytes as f64)?;
+            family(
+                &mut encoder,
+                "mptund_memory_budget_bytes",
+                "The memory budget the sessions share ([limits] memory_budget_mib).",
+                None,
+                MetricType::Gauge,
+            )?
+            .only_gauge(memory.budget_bytes as f64)?;
+        }
 
         let mut drops = family(
             &mut encoder,
@@ -797,6 +815,10 @@ mod tests {
         drops.record(now, DropReason::CookieRequired, &"test");
         let mut report = Report::new("server", Vec::new(), Vec::new(), &drops, 7);
         report.cookie_replies_sent = 1;
+        report.memory = Some(crate::session::MemoryReport {
+            held_bytes: 3 << 20,
+            budget_bytes: 192 << 20,
+        });
         report
     }
 
@@ -815,6 +837,8 @@ mod tests {
         assert!(text.contains("\nmptund_sessions_established_total 7\n"));
         assert!(text.contains("\nmptund_dropped_packets_total{reason=\"cookie_required\"} 1\n"));
         assert!(text.contains("\nmptund_cookie_replies_sent_total 1\n"));
+        assert!(text.contains("\nmptund_memory_held_bytes 3145728"));
+        assert!(text.contains("\nmptund_memory_budget_bytes 201326592"));
         assert!(text.ends_with("# EOF\n"));
     }
 

@@ -63,7 +63,7 @@ pub use engine::Engine;
 pub use keyring::KeyPair;
 pub use path::{PathSettings, SessionPath};
 pub use queue::SendQueueConfig;
-pub use report::{PathReport, Report, SessionReport};
+pub use report::{MemoryReport, PathReport, Report, SessionReport};
 pub use server::{PeerSettings, ServerCore, ServerSettings};
 pub use share::{
     ServerLimits, DEFAULT_MAX_PATHS_PER_SESSION, DEFAULT_MEMORY_BUDGET_MIB, MIN_MEMORY_BUDGET_MIB,

@@ -1080,6 +1080,11 @@ impl Core for ServerCore {
             self.sessions_established,
         );
         report.cookie_replies_sent = self.cookie_replies_sent;
+        let buffer_bytes = self.pool.buffer_len() as u64;
+        report.memory = Some(super::report::MemoryReport {
+            held_bytes: self.ledger.held() as u64 * buffer_bytes,
+            budget_bytes: self.ledger.budget() as u64 * buffer_bytes,
+        });
         report
     }
 }
