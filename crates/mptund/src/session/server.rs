@@ -841,6 +841,16 @@ impl ServerCore {
         })
     }
 
+    /// The ledger holds what the sessions hold (checked where `timers_agree` is).
+    fn ledger_agrees(&self) -> bool {
+        let held: usize = self
+            .sessions
+            .values()
+            .map(|entry| entry.session.held_packets())
+            .sum();
+        held == self.ledger.held()
+    }
+
     /// A closed session lingers briefly; an open one until it has been idle too long
     /// or its keys expired unrenewed.
     fn expiry_of(session: &Session, idle_timeout: Duration) -> Instant {
@@ -985,6 +995,10 @@ impl Core for ServerCore {
         debug_assert!(
             self.timers_agree(),
             "a session changed without a reschedule"
+        );
+        debug_assert!(
+            self.ledger_agrees(),
+            "a session's buffers changed outside a step"
         );
         let queued_init = self.queued_inits.oldest_arrival();
         let touched = self
