@@ -338,6 +338,15 @@ def server_status(binary: Path, workdir: Path) -> dict | None:
     }
 
 
+def cpu_pressure() -> str | None:
+    """The kernel's CPU pressure line ("some avg10=..."): how much of the time something
+    on the machine waited for a CPU. Other work shares the machine."""
+    try:
+        return Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def log_tail(path: Path, lines: int = 30) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -459,6 +468,7 @@ def one_run(args, topo: Topology, keys: Keys, workdir: Path, attack: str, hostil
             "server_log_tail": log_tail(workdir / f"{tag}-server.log") if "server" in exited else None,
             "hostile_report": hostile_report,
             "load_average": [round(x, 2) for x in os.getloadavg()],
+            "cpu_pressure": cpu_pressure(),
         }
     finally:
         for proc in list(clients.values()) + [server]:
@@ -634,8 +644,15 @@ def write_report(out: Path) -> str:
                 f"{fmt(hostile.get('answer_bytes_per_sent'), 3)} bytes per byte sent; by type "
                 f"{json.dumps(hostile.get('received_by_type', {}))}); its CPU "
                 f"{fmt(hostile.get('cpu_percent'))} % of a core.",
-                f"  Server drops with the attack: `{json.dumps(drops)}`",
+                f"  Server drops with the attack: `{json.dumps(drops)}`"
+                + (f"; status --json: {on['server']['status']['error']}"
+                   if (on["server"].get("status") or {}).get("error") else ""),
+                f"  Load average at the end (1, 5, 15 min): {off.get('load_average')} without, "
+                f"{on.get('load_average')} with.",
             ]
+            failed = [f"client {row['client']}: {row['error']}" for row in on["clients"] if row.get("error")]
+            if failed:
+                lines.append(f"  iperf3 failed with the attack: {'; '.join(failed)}.")
     text = "\n".join(lines) + "\n"
     (out / "REPORT.md").write_text(text)
     return text
