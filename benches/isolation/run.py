@@ -492,6 +492,48 @@ def load_runs(out: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted((out / "runs").glob("*.json"))]
 
 
+def merge_repeats(runs: list[dict]) -> dict:
+    """One run from the repetitions of the same attack, binary and hostile setting:
+    per client the median goodput and the median ping p99 (a p99 of None, more than
+    1 % lost, counting as the slowest), the worst loss; the server's highest peak
+    memory, its median CPU; every daemon that exited in any of them."""
+    if len(runs) == 1:
+        return {**runs[0], "repeats": 1}
+
+    def median_p99(values):
+        median = statistics.median(math.inf if v is None else v for v in values)
+        return None if math.isinf(median) else median
+
+    clients = []
+    for rows in zip(*(run["clients"] for run in runs)):
+        first = rows[0]
+        clients.append({
+            **first,
+            "goodput_mbit": statistics.median(row["goodput_mbit"] for row in rows),
+            "goodput_mbit_each": [row["goodput_mbit"] for row in rows],
+            "error": "; ".join(row["error"] for row in rows if row.get("error")) or None,
+            "ping": {
+                "p99_ms": median_p99([row["ping"]["p99_ms"] for row in rows]),
+                "p99_ms_each": [row["ping"]["p99_ms"] for row in rows],
+                "loss_percent": max(row["ping"]["loss_percent"] or 0 for row in rows),
+            },
+        })
+    peaks = [run["server"]["peak_rss_mib"] for run in runs if run["server"]["peak_rss_mib"]]
+    server = {
+        **runs[0]["server"],
+        "peak_rss_mib": max(peaks) if peaks else None,
+        "peak_rss_sampled_mib": max(run["server"]["peak_rss_sampled_mib"] for run in runs),
+        "cpu_percent": statistics.median(run["server"]["cpu_percent"] for run in runs),
+        "status": next((run["server"]["status"] for run in runs
+                        if (run["server"]["status"] or {}).get("error")), runs[0]["server"]["status"]),
+    }
+    exited = {}
+    for run in runs:
+        exited.update(run["exited"])
+    return {**runs[0], "clients": clients, "server": server, "exited": exited, "repeats": len(runs),
+            "load_average": [run.get("load_average") for run in runs]}
+
+
 def compare(off: dict, on: dict) -> dict:
     """Per client: goodput ratio and ping p99 rise of `on` against `off`; a p99 of None
     means more than 1 % of the pings were lost."""
@@ -529,9 +571,14 @@ def write_report(out: Path) -> str:
     runs = load_runs(out)
     if not runs:
         raise SystemExit(f"no runs in {out / 'runs'}")
-    pairs: dict[tuple[str, str], dict] = {}
+    grouped: dict[tuple[str, str, str], list] = {}
     for run in runs:
-        pairs.setdefault((run["attack"], run["variant"]), {})["on" if run["hostile"] else "off"] = run
+        grouped.setdefault((run["attack"], run["variant"], "on" if run["hostile"] else "off"),
+                           []).append(run)
+    pairs: dict[tuple[str, str], dict] = {}
+    for (attack, variant, side), repeats in grouped.items():
+        pairs.setdefault((attack, variant), {})[side] = merge_repeats(repeats)
+    repeats = max(len(group) for group in grouped.values())
     variants = []
     for run in runs:
         if run["variant"] not in [v for v, _ in variants]:
@@ -555,6 +602,10 @@ def write_report(out: Path) -> str:
         f"- Machine: {first.get('machine', {}).get('node', '?')}, "
         f"{first.get('machine', {}).get('cpus', '?')} cores, kernel "
         f"{first.get('machine', {}).get('kernel', '?')}.",
+        f"- Repetitions: {repeats} per attack, binary and setting"
+        + (" (interleaved); per client the median goodput and the median ping p99 of the "
+           "repetitions are compared, the server's highest peak memory is shown." if repeats > 1 else ".")
+        + "",
         f"- Targets: goodput ratio ≥ {MIN_GOODPUT_RATIO}, ping p99 rise ≤ {MAX_P99_RISE_MS:.0f} ms, "
         "server peak memory within its budget, no daemon exits. A p99 of ∞ means more than "
         "1 % of the pings went unanswered.",
@@ -674,6 +725,8 @@ def main() -> int:
     parser.add_argument("--baseline-commit", help="commit of --baseline-bin, if it cannot be found")
     parser.add_argument("--hostile-commit", help="commit of --hostile-bin, if it cannot be found")
     parser.add_argument("--attacks", default=",".join(ATTACKS))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="repetitions of every run, interleaved; the report takes medians")
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--paths", type=int, default=2, help="paths per client")
     parser.add_argument("--path-mbit", type=float, default=10.0, help="tbf rate of every client path")
@@ -738,28 +791,30 @@ def main() -> int:
         topo = Topology(bed, args)
         keys = Keys(Path(variants[-1]["server"]["path"]), workdir, args.clients)
         write_configs(args, keys, workdir)
-        for attack in attacks:
-            for variant in variants:
-                for hostile_on in (False, True):
-                    name = f"{attack}.{variant['label']}.{'on' if hostile_on else 'off'}"
-                    try:
-                        run = one_run(args, topo, keys, workdir, attack, hostile_on, variant,
-                                      args.hostile_bin)
-                    except Exception as error:  # noqa: BLE001 - record it and go on
-                        print(f"{name}: {error}", file=sys.stderr, flush=True)
-                        continue
-                    run["settings"] = settings
-                    run["machine"] = machine
-                    (out / "runs" / f"{name}.json").write_text(json.dumps(run, indent=2) + "\n")
-                    goodputs = [row["goodput_mbit"] for row in run["clients"]]
-                    p99s = [row["ping"]["p99_ms"] for row in run["clients"]]
-                    print(f"{name}: goodput median {statistics.median(goodputs):.2f} "
-                          f"min {min(goodputs):.2f} Mbit/s, ping p99 max "
-                          f"{'lost' if None in p99s else f'{max(p99s):.1f} ms'}, server peak "
-                          f"{run['server']['peak_rss_mib']} MiB, exited {run['exited'] or 'none'}"
-                          + (f", hostile sent {run['hostile_report'].get('sent_per_s')}/s got back "
-                             f"{run['hostile_report'].get('received_datagrams')}"
-                             if run["hostile_report"] else ""), flush=True)
+        runs_planned = [(repeat, attack, variant, hostile_on) for repeat in range(1, args.repeat + 1)
+                        for attack in attacks for variant in variants for hostile_on in (False, True)]
+        for repeat, attack, variant, hostile_on in runs_planned:
+            name = f"{attack}.{variant['label']}.{'on' if hostile_on else 'off'}"
+            if args.repeat > 1:
+                name += f".r{repeat}"
+            try:
+                run = one_run(args, topo, keys, workdir, attack, hostile_on, variant,
+                              args.hostile_bin)
+            except Exception as error:  # noqa: BLE001 - record it and go on
+                print(f"{name}: {error}", file=sys.stderr, flush=True)
+                continue
+            run["settings"] = settings
+            run["machine"] = machine
+            (out / "runs" / f"{name}.json").write_text(json.dumps(run, indent=2) + "\n")
+            goodputs = [row["goodput_mbit"] for row in run["clients"]]
+            p99s = [row["ping"]["p99_ms"] for row in run["clients"]]
+            print(f"{name}: goodput median {statistics.median(goodputs):.2f} "
+                  f"min {min(goodputs):.2f} Mbit/s, ping p99 max "
+                  f"{'lost' if None in p99s else f'{max(p99s):.1f} ms'}, server peak "
+                  f"{run['server']['peak_rss_mib']} MiB, exited {run['exited'] or 'none'}"
+                  + (f", hostile sent {run['hostile_report'].get('sent_per_s')}/s got back "
+                     f"{run['hostile_report'].get('received_datagrams')}"
+                     if run["hostile_report"] else ""), flush=True)
     print(f"{len(attacks)} attacks in {time.monotonic() - started:.0f} s", flush=True)
     print(write_report(out))
     return 0
