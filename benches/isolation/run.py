@@ -488,6 +488,14 @@ def fmt(value, digits=1, unit=""):
     return f"{value:.{digits}f}{unit}"
 
 
+def dump_run(run: dict) -> str:
+    """Indented JSON with each list of ping round trips on one line."""
+    text = json.dumps(run, indent=2)
+    return re.sub(r'("rtt_ms_by_seq": )\[([^\]]*)\]',
+                  lambda m: m.group(1) + "[" + ", ".join(v.strip() for v in m.group(2).split(",")
+                                                         if v.strip()) + "]", text) + "\n"
+
+
 def load_runs(out: Path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted((out / "runs").glob("*.json"))]
 
@@ -705,7 +713,11 @@ def write_report(out: Path) -> str:
             if failed:
                 lines.append(f"  iperf3 failed with the attack: {'; '.join(failed)}.")
     text = "\n".join(lines) + "\n"
-    (out / "REPORT.md").write_text(text)
+    # A hand-written reading at the end survives regeneration.
+    path = out / "REPORT.md"
+    if path.exists() and "\n## Reading" in path.read_text():
+        text += "\n## Reading" + path.read_text().split("\n## Reading", 1)[1]
+    path.write_text(text)
     return text
 
 
@@ -805,7 +817,7 @@ def main() -> int:
                 continue
             run["settings"] = settings
             run["machine"] = machine
-            (out / "runs" / f"{name}.json").write_text(json.dumps(run, indent=2) + "\n")
+            (out / "runs" / f"{name}.json").write_text(dump_run(run))
             goodputs = [row["goodput_mbit"] for row in run["clients"]]
             p99s = [row["ping"]["p99_ms"] for row in run["clients"]]
             print(f"{name}: goodput median {statistics.median(goodputs):.2f} "
