@@ -18,10 +18,11 @@
 //! - the scheduler (name and parameters) is rebuilt and swapped into every session;
 //! - reorder hold bounds, adaptivity and delay equalization, send queue limits, path
 //!   timeout, probe and keepalive intervals, handshake retry, session timeouts, stats
-//!   interval.
+//!   interval;
+//! - the metrics endpoint's bearer token (its file is read again) and connection cap.
 //!
 //! What needs a restart ([`restart_needed`]): the role, keys, the client's cipher, the TUN device, the
-//! server's listen address, the metrics and control sockets, the reorder buffer's
+//! server's listen address, the metrics and control sockets, the client's state directory, the reorder buffer's
 //! capacity, the congestion controller, the maximum ACK delay, and a path whose MTU
 //! is smaller than the running TUN MTU.
 
@@ -100,6 +101,7 @@ pub(super) fn reload<E: ApplyConfig>(event_loop: &mut EventLoop<E>, ops: &mut Op
                                 .collect(),
                         );
                     }
+                    ops.apply_metrics(loaded.config.metrics());
                     ops.config = loaded.config;
                     tracing::info!("reload: the new configuration is in effect");
                     "running; new configuration applied"
@@ -156,7 +158,8 @@ pub fn restart_needed(running: &Config, new: &Config) -> Option<(String, &'stati
     if running.tun().mtu != new.tun().mtu {
         return field("tun.mtu", tun);
     }
-    if running.metrics() != new.metrics() {
+    // The token and the connection cap apply live (`Ops::apply_metrics`).
+    if running.metrics().listen != new.metrics().listen {
         return field("metrics.listen", "the metrics endpoint is bound at start");
     }
     if running.control() != new.control() {
@@ -191,6 +194,10 @@ pub fn restart_needed(running: &Config, new: &Config) -> Option<(String, &'stati
         (Config::Client(a), Config::Client(b)) if a.cipher != b.cipher => {
             field("server.cipher", "the session's keys were made for it")
         }
+        (Config::Client(a), Config::Client(b)) if a.state_directory != b.state_directory => field(
+            "state_directory",
+            "the handshake timestamp is read from it at start",
+        ),
         (Config::Server(a), Config::Server(b)) if a.listen != b.listen => {
             field("listen", "the server's socket is bound at start")
         }
