@@ -27,6 +27,7 @@ mod codel;
 pub mod ecn;
 mod engine;
 mod fec;
+mod handshake_time;
 pub mod inner;
 mod keyring;
 mod migration;
