@@ -475,6 +475,34 @@ mod tests {
     }
 
     #[test]
+    fn a_new_metrics_token_or_cap_applies_live_and_a_new_address_needs_a_restart() {
+        let token =
+            std::env::temp_dir().join(format!("mptund-reload-{}.token", std::process::id()));
+        std::fs::write(&token, "a-token\n").unwrap();
+        let metrics = |listen: &str, extra: &str| {
+            Config::Client(client(&format!(
+                "{LTE}[metrics]\nlisten = \"{listen}\"\n{extra}"
+            )))
+        };
+        let running = metrics("127.0.0.1:9477", "");
+        let with_token = metrics(
+            "127.0.0.1:9477",
+            &format!(
+                "bearer_token_file = {:?}\nmax_connections = 4\n",
+                token.display().to_string()
+            ),
+        );
+        std::fs::remove_file(&token).unwrap();
+        assert_ne!(running, with_token);
+        assert_eq!(restart_needed(&running, &with_token), None);
+        let moved = metrics("127.0.0.1:9478", "");
+        assert_eq!(
+            restart_needed(&running, &moved).map(|(field, _)| field),
+            Some("metrics.listen".to_owned())
+        );
+    }
+
+    #[test]
     fn the_same_file_changes_nothing() {
         let old = client(&format!("{LTE}{WIFI}"));
         let changes = PathChanges::between(&old, &old);
