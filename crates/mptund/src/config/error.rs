@@ -221,6 +221,7 @@ const TOP_LEVEL_CLIENT: &[&str] = &[
     "log",
     "metrics",
     "control",
+    "state_directory",
 ];
 /// Keys of the top level of a server configuration.
 const TOP_LEVEL_SERVER: &[&str] = &[
@@ -245,7 +246,7 @@ fn unknown_field_hint(field: &str, unknown: &str, known: &[&str], mode: Mode) ->
     // Keys that exist, but in the other mode's file.
     let other_mode = match (mode, unknown) {
         (Mode::Client, "listen" | "peer" | "handshake" | "limits") => Some(Mode::Server),
-        (Mode::Server, "server" | "path") => Some(Mode::Client),
+        (Mode::Server, "server" | "path" | "state_directory") => Some(Mode::Client),
         _ => None,
     };
     let top_level = match mode {

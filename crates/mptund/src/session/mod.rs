@@ -27,6 +27,7 @@ mod codel;
 pub mod ecn;
 mod engine;
 mod fec;
+mod handshake_time;
 mod init_queue;
 pub mod inner;
 mod keyring;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use mptund_sched::{build_scheduler, PathId};
 
+use super::handshake_time::PeerTimestamp;
 use super::init_queue::{InitQueue, QueuedInit};
 use super::receive::{ArrivalPath, ReceiveContext};
 use super::share::{MemoryLedger, ServerLimits};
@@ -70,8 +71,9 @@ pub struct ServerSettings {
 
 struct Peer {
     settings: PeerSettings,
-    /// The newest handshake timestamp accepted; older or equal ones are replays.
-    last_handshake_nanos: Option<u64>,
+    /// The newest handshake timestamp accepted (older or equal ones are replays),
+    /// forgotten after a quiet period without sessions.
+    timestamp: PeerTimestamp,
     /// The session the peer's inner packets are routed to.
     session: Option<SessionId>,
     /// A newer handshake's session, which replaces `session` only once the client
@@ -138,7 +140,7 @@ impl ServerCore {
             .into_iter()
             .map(|settings| Peer {
                 settings,
-                last_handshake_nanos: None,
+                timestamp: PeerTimestamp::default(),
                 session: None,
                 unconfirmed: None,
             })
@@ -397,17 +399,17 @@ impl ServerCore {
             let kept = old
                 .iter()
                 .position(|peer| peer.settings.public_key == settings.public_key);
-            let (last_handshake_nanos, session, unconfirmed) = match kept {
+            let (timestamp, session, unconfirmed) = match kept {
                 Some(old_index) => {
                     moved_to[old_index] = Some(new_index);
                     let peer = &old[old_index];
-                    (peer.last_handshake_nanos, peer.session, peer.unconfirmed)
+                    (peer.timestamp, peer.session, peer.unconfirmed)
                 }
-                None => (None, None, None),
+                None => (PeerTimestamp::default(), None, None),
             };
             self.peers.push(Peer {
                 settings,
-                last_handshake_nanos,
+                timestamp,
                 session,
                 unconfirmed,
             });
@@ -516,11 +518,12 @@ impl ServerCore {
                 &format_args!("handshake from {} with an unknown key", received.from),
             );
         };
-        let peer = &self.peers[peer_index];
+        let peer = &mut self.peers[peer_index];
         let fields = accepted.fields;
-        if peer
-            .last_handshake_nanos
-            .is_some_and(|last| fields.unix_time_nanos <= last)
+        let in_session = peer.session.is_some() || peer.unconfirmed.is_some();
+        if !peer
+            .timestamp
+            .admits(now, fields.unix_time_nanos, in_session)
         {
             return self.drops.record(
                 now,
@@ -571,7 +574,9 @@ impl ServerCore {
         if !installed {
             return self.pool.recycle(response);
         }
-        self.peers[peer_index].last_handshake_nanos = Some(fields.unix_time_nanos);
+        self.peers[peer_index]
+            .timestamp
+            .accepted(fields.unix_time_nanos);
         self.queued_inits.remember_source(received.from.ip());
         out.push(Outgoing {
             socket: received.socket,
@@ -791,6 +796,9 @@ impl ServerCore {
             }
             if peer.unconfirmed == Some(id) {
                 peer.unconfirmed = None;
+            }
+            if peer.session.is_none() && peer.unconfirmed.is_none() {
+                peer.timestamp.sessions_ended(now);
             }
             self.forget_buffers_of(&entry.session);
             entry.session.recycle_buffers(now, &mut self.pool);
