@@ -41,8 +41,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use self::bitmap::SeqBitmap;
 use crate::seq::SeqNo;
 
+mod bitmap;
 mod equalize;
 mod hold;
 #[cfg(test)]
@@ -196,8 +198,6 @@ pub struct ReorderBuffer<T> {
     max_hold: Duration,
     /// Window size in packets, a power of two.
     capacity: u32,
-    /// `capacity - 1`: bitmap index of a sequence number.
-    index_mask: u32,
     /// Lowest sequence number neither released nor skipped; the window starts here.
     next_expected: SeqNo,
     /// Packets of the window, slot `seq & (window.len() - 1)`. Grows in powers of two
@@ -207,6 +207,10 @@ pub struct ReorderBuffer<T> {
     window: Vec<Option<Held<T>>>,
     /// Occupied slots of `window`.
     window_len: usize,
+    /// One bit per window slot (index `seq & (capacity - 1)`): the window holds this
+    /// sequence number. Lets a skip or a forced advance step over empty runs a word
+    /// at a time and visit only the packets held.
+    occupied: SeqBitmap,
     /// Sequence numbers of window packets in arrival order, so the oldest
     /// held packet (the one that sets the gap deadline) is at the front.
     /// Entries of packets that already left the window are removed lazily;
@@ -214,16 +218,16 @@ pub struct ReorderBuffer<T> {
     arrival_order: VecDeque<SeqNo>,
     /// Bound on `arrival_order`; when reached, stale entries are compacted away.
     arrival_order_limit: usize,
-    /// One bit per sequence number behind `next_expected` (index `seq & index_mask`):
+    /// One bit per sequence number behind `next_expected` (index `seq & (capacity - 1)`):
     /// set if it was delivered (or is queued in `ready`), clear if skipped.
-    delivered: Vec<u64>,
+    delivered: SeqBitmap,
     /// How many sequence numbers behind `next_expected` `delivered` describes
     /// (grows from 0 at start up to `capacity`).
     history_len: u32,
-    /// One bit per window slot (index `seq & index_mask`): the sender gave up on
+    /// One bit per window slot (index `seq & (capacity - 1)`): the sender gave up on
     /// this sequence number, skip it without waiting. Cleared as the release
     /// point passes the slot.
-    abandoned: Vec<u64>,
+    abandoned: SeqBitmap,
     /// Packets that left the window (forced advance) or arrived late, waiting
     /// for `poll_release`; always released before the window.
     ready: VecDeque<Held<T>>,
@@ -234,6 +238,31 @@ pub struct ReorderBuffer<T> {
     /// How long the latest gap needed, for [`ReorderBuffer::take_needed_wait`].
     needed_wait: Option<Duration>,
     stats: ReorderStats,
+    work: Work,
+}
+
+/// Work a [`ReorderBuffer`] did, counted without a clock; see
+/// [`ReorderBuffer::work_units`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Work {
+    /// Bitmap words read or written.
+    words: u64,
+    /// Packets put into, moved within or taken out of the buffer.
+    packets: u64,
+    /// Stale `arrival_order` entries dropped or looked at while compacting. Each
+    /// entry is dropped once, so this is at most one per packet ever inserted
+    /// into the window (plus one window's worth per compaction, which never
+    /// happens while the entries stay within their proven bound).
+    arrival_entries: u64,
+    /// Window slots allocated or emptied as the window grew: under `3 * capacity`
+    /// over the buffer's life, since the window only doubles.
+    window_slots: u64,
+}
+
+impl Work {
+    fn total(&self) -> u64 {
+        self.words + self.packets + self.arrival_entries + self.window_slots
+    }
 }
 
 impl<T> ReorderBuffer<T> {
@@ -249,20 +278,21 @@ impl<T> ReorderBuffer<T> {
         ReorderBuffer {
             max_hold: config.max_hold,
             capacity: capacity as u32,
-            index_mask: capacity as u32 - 1,
             next_expected: first_expected,
             window: (0..MIN_WINDOW_SLOTS.min(capacity)).map(|_| None).collect(),
             window_len: 0,
+            occupied: SeqBitmap::new(capacity as u32),
             arrival_order: VecDeque::new(),
             arrival_order_limit,
-            delivered: vec![0; capacity.div_ceil(64)],
+            delivered: SeqBitmap::new(capacity as u32),
             history_len: 0,
-            abandoned: vec![0; capacity.div_ceil(64)],
+            abandoned: SeqBitmap::new(capacity as u32),
             ready: VecDeque::new(),
             ready_limit,
             last_timeout_skip: None,
             needed_wait: None,
             stats: ReorderStats::default(),
+            work: Work::default(),
         }
     }
 
@@ -302,6 +332,9 @@ impl<T> ReorderBuffer<T> {
             item,
         });
         self.window_len += 1;
+        self.occupied.set(seq);
+        self.work.words += 1;
+        self.work.packets += 1;
         self.record_arrival(seq);
         Ok(())
     }
@@ -310,6 +343,7 @@ impl<T> ReorderBuffer<T> {
     /// missing and its gap has not expired yet. Call until `None`.
     pub fn poll_release(&mut self, now: Instant) -> Option<T> {
         if let Some(held) = self.ready.pop_front() {
+            self.work.packets += 1;
             return Some(self.account_release(now, held));
         }
         if self.window_len == 0 {
@@ -326,7 +360,10 @@ impl<T> ReorderBuffer<T> {
         let index = self.slot(self.next_expected);
         let held = self.window[index].take()?;
         self.window_len -= 1;
-        self.set_delivered(self.next_expected, true);
+        self.occupied.clear(self.next_expected);
+        self.delivered.set(self.next_expected);
+        self.work.words += 2;
+        self.work.packets += 1;
         self.advance_release_point(1);
         self.drop_stale_arrivals();
         Some(self.account_release(now, held))
@@ -378,26 +415,50 @@ impl<T> ReorderBuffer<T> {
     /// Ignored for sequence numbers already released or skipped, already
     /// buffered, or beyond the window. Call `poll_release` afterwards.
     pub fn give_up(&mut self, seq: SeqNo) {
-        let ahead = self.next_expected.distance_to(seq);
-        if ahead < 0 || ahead as u32 >= self.capacity {
-            return;
-        }
-        if !self.holds(seq) {
-            let index = self.index(seq);
-            self.abandoned[index / 64] |= 1 << (index % 64);
-        }
+        self.give_up_range(seq, 1);
     }
 
-    /// PROVISIONAL (replaced by the word-level version): gives up a run.
+    /// [`ReorderBuffer::give_up`] for the `count` sequence numbers from `first`
+    /// (wrapping), as a GaveUp frame carries them. Only the part within the window
+    /// `[next_expected, next_expected + capacity)` is marked, a word at a time, so
+    /// the cost is at most two runs of `capacity / 64` words whatever `first` and
+    /// `count` are.
     pub fn give_up_range(&mut self, first: SeqNo, count: u32) {
-        for offset in 0..count.min(self.capacity) {
-            self.give_up(first.add(offset));
+        let capacity = u64::from(self.capacity);
+        let count = u64::from(count);
+        // Offsets forward from the release point, mod 2^32: the range covers
+        // `start..start + count`, and offsets past 2^32 wrap around to 0.
+        let start = u64::from(first.0.wrapping_sub(self.next_expected.0));
+        if start < capacity {
+            let end = (start + count).min(capacity);
+            self.abandon_run(start as u32, (end - start) as u32);
+        }
+        // A range that runs from behind the window all the way around the
+        // sequence space also covers `0..start + count - 2^32`.
+        let wrapped_end = (start + count).saturating_sub(1 << 32).min(capacity);
+        if wrapped_end > 0 {
+            self.abandon_run(0, wrapped_end as u32);
         }
     }
 
-    /// PROVISIONAL: work counter.
+    /// Marks `len` sequence numbers from `next_expected + offset` (all within the
+    /// window) as given up, except those the window holds.
+    fn abandon_run(&mut self, offset: u32, len: u32) {
+        let start = self.next_expected.add(offset);
+        for (word, mask) in self.abandoned.run_words(start, len) {
+            self.abandoned.words[word] |= mask & !self.occupied.words[word];
+            self.work.words += 1;
+        }
+    }
+
+    /// Work done since creation, in units that do not depend on the clock: bitmap
+    /// words read or written plus packets put in, moved or taken out, plus the
+    /// amortized upkeep of the arrival queue and of window growth. For tests and
+    /// fuzzing: one call costs at most a constant times
+    /// `capacity / 64 + packets it moves + 1`, plus the amortized upkeep (at most
+    /// one unit per packet ever inserted and `3 * capacity` over the buffer's life).
     pub fn work_units(&self) -> u64 {
-        0
+        self.work.total()
     }
 
     /// Counters since creation.
@@ -431,13 +492,15 @@ impl<T> ReorderBuffer<T> {
         if behind > self.history_len {
             return Err(self.reject(item, RejectReason::TooOld));
         }
-        if self.is_delivered(seq) {
+        self.work.words += 1;
+        if self.delivered.get(seq) {
             return Err(self.reject(item, RejectReason::Duplicate));
         }
         if self.ready.len() >= self.ready_limit {
             return Err(self.reject(item, RejectReason::Backlogged));
         }
-        self.set_delivered(seq, true);
+        self.delivered.set(seq);
+        self.work.packets += 1;
         self.ready.push_back(Held {
             seq,
             arrived: now,
@@ -454,98 +517,119 @@ impl<T> ReorderBuffer<T> {
 
     /// Moves the release point to `new_start`, queueing the packets it passes
     /// for release in order and skipping the sequence numbers it finds empty.
+    /// Visits only the packets held; empty runs are passed a word at a time.
     fn force_advance(&mut self, new_start: SeqNo) {
         self.stats.forced_advances += 1;
-        let jump = self.next_expected.distance_to(new_start) as u32;
+        let old_start = self.next_expected;
+        let jump = old_start.distance_to(new_start) as u32;
+        // Only the first window's worth can hold packets or given-up marks.
         let scanned = jump.min(self.capacity);
-        let mut in_gap = false;
-        for _ in 0..scanned {
-            let seq = self.next_expected;
-            match self.take_held(seq) {
-                Some(held) => {
-                    self.window_len -= 1;
-                    self.set_delivered(seq, true);
-                    self.clear_abandoned(seq);
-                    self.ready.push_back(held);
-                    in_gap = false;
-                }
-                None => {
-                    self.set_delivered(seq, false);
-                    self.clear_abandoned(seq);
-                    self.stats.seqs_skipped += 1;
-                    if !in_gap {
-                        self.stats.gaps_skipped += 1;
-                        in_gap = true;
-                    }
-                }
+        // The history after the jump covers its last `capacity` numbers: delivered
+        // where the old window held a packet, skipped elsewhere.
+        let remembered = jump.min(self.capacity);
+        let history_start = new_start.sub(remembered);
+        self.work.words += self.delivered.clear_run(history_start, remembered);
+        let in_old_window = scanned.saturating_sub(jump - remembered);
+        self.work.words += self.delivered.or_run_from(
+            &self.occupied,
+            old_start.add(jump - remembered),
+            in_old_window,
+        );
+
+        // Queue the held packets in order; every run of empty numbers before,
+        // between or after them is one skipped gap.
+        let mut passed = 0u32;
+        loop {
+            let occupied = &self.occupied.words;
+            let (found, words) =
+                self.occupied
+                    .first_in_run(old_start.add(passed), scanned - passed, |word| {
+                        occupied[word]
+                    });
+            self.work.words += words;
+            let Some(empty_before) = found else { break };
+            self.count_skipped_gap(empty_before);
+            let seq = old_start.add(passed + empty_before);
+            self.occupied.clear(seq);
+            self.work.words += 1;
+            if let Some(held) = self.take_held(seq) {
+                self.window_len -= 1;
+                self.ready.push_back(held);
+                self.work.packets += 1;
             }
-            self.next_expected = seq.next();
+            passed += empty_before + 1;
         }
-        // Beyond one window nothing can be buffered: skip the rest in one go,
-        // clearing only the history bits that stay within reach.
-        let unscanned = jump - scanned;
-        if unscanned > 0 {
-            self.stats.seqs_skipped += u64::from(unscanned);
-            if !in_gap {
-                self.stats.gaps_skipped += 1;
-            }
-            let remembered = unscanned.min(self.capacity);
-            for offset in unscanned - remembered..unscanned {
-                self.set_delivered(self.next_expected.add(offset), false);
-            }
-            self.next_expected = self.next_expected.add(unscanned);
-        }
+        // Beyond the window nothing can be held: the rest is one gap.
+        self.count_skipped_gap(jump - passed);
+        self.work.words += self.abandoned.clear_run(old_start, scanned);
+        self.next_expected = new_start;
         self.history_len = self.history_len.saturating_add(jump).min(self.capacity);
         self.drop_stale_arrivals();
     }
 
-    /// Gives up on the missing sequence numbers at the release point.
-    /// The window must hold at least one packet.
-    fn skip_gap(&mut self) {
-        let mut skipped = 0;
-        while !self.holds(self.next_expected) {
-            self.set_delivered(self.next_expected, false);
-            self.advance_release_point(1);
-            skipped += 1;
+    /// Counts a skipped run of `len` missing sequence numbers (none when 0).
+    fn count_skipped_gap(&mut self, len: u32) {
+        if len > 0 {
+            self.stats.gaps_skipped += 1;
+            self.stats.seqs_skipped += u64::from(len);
         }
-        self.stats.gaps_skipped += 1;
-        self.stats.seqs_skipped += skipped;
+    }
+
+    /// Gives up on the missing sequence numbers at the release point, up to the
+    /// first packet held. The window must hold at least one packet.
+    fn skip_gap(&mut self) {
+        let occupied = &self.occupied.words;
+        let (found, words) =
+            self.occupied
+                .first_in_run(self.next_expected, self.capacity, |word| occupied[word]);
+        self.work.words += words;
+        debug_assert!(found.is_some(), "skip_gap with an empty window");
+        let missing = found.unwrap_or(0);
+        self.skip_run(missing);
+        self.count_skipped_gap(missing);
     }
 
     /// Skips the run of missing sequence numbers at the release point that the
     /// sender gave up on; counts it as one gap.
     fn skip_abandoned(&mut self) {
-        let mut skipped = 0;
-        while skipped < self.capacity
-            && !self.holds(self.next_expected)
-            && self.is_abandoned(self.next_expected)
-        {
-            self.set_delivered(self.next_expected, false);
-            self.advance_release_point(1);
-            skipped += 1;
+        // The common case, nothing given up here, costs one bit test.
+        if !self.is_abandoned(self.next_expected) || self.holds(self.next_expected) {
+            return;
         }
-        if skipped > 0 {
-            self.stats.gaps_skipped += 1;
-            self.stats.seqs_skipped += u64::from(skipped);
-            self.stats.seqs_skipped_early += u64::from(skipped);
-            self.drop_stale_arrivals();
-        }
+        // The run ends at the first number held or not given up.
+        let (occupied, abandoned) = (&self.occupied.words, &self.abandoned.words);
+        let (found, words) =
+            self.occupied
+                .first_in_run(self.next_expected, self.capacity, |word| {
+                    occupied[word] | !abandoned[word]
+                });
+        self.work.words += words;
+        let skipped = found.unwrap_or(self.capacity);
+        self.skip_run(skipped);
+        self.count_skipped_gap(skipped);
+        self.stats.seqs_skipped_early += u64::from(skipped);
+        self.drop_stale_arrivals();
+    }
+
+    /// Moves the release point past `len` (at most `capacity`) missing sequence
+    /// numbers, remembering them as not delivered.
+    fn skip_run(&mut self, len: u32) {
+        self.work.words += self.delivered.clear_run(self.next_expected, len);
+        self.advance_release_point(len);
     }
 
     fn is_abandoned(&self, seq: SeqNo) -> bool {
-        let index = self.index(seq);
-        self.abandoned[index / 64] & (1 << (index % 64)) != 0
+        self.abandoned.get(seq)
     }
 
-    /// The release point is leaving `seq`: its slot is free for `seq + capacity`.
-    fn clear_abandoned(&mut self, seq: SeqNo) {
-        let index = self.index(seq);
-        self.abandoned[index / 64] &= !(1 << (index % 64));
-    }
-
+    /// Moves the release point `count` (at most `capacity`) forward; the given-up
+    /// marks it passes are cleared, as their slots now belong to `seq + capacity`.
     fn advance_release_point(&mut self, count: u32) {
-        for offset in 0..count {
-            self.clear_abandoned(self.next_expected.add(offset));
+        if count == 1 {
+            self.abandoned.clear(self.next_expected);
+            self.work.words += 1;
+        } else {
+            self.work.words += self.abandoned.clear_run(self.next_expected, count);
         }
         self.next_expected = self.next_expected.add(count);
         self.history_len = self.history_len.saturating_add(count).min(self.capacity);
@@ -553,6 +637,7 @@ impl<T> ReorderBuffer<T> {
 
     fn record_arrival(&mut self, seq: SeqNo) {
         if self.arrival_order.len() >= self.arrival_order_limit {
+            self.work.arrival_entries += self.arrival_order.len() as u64;
             let window = &self.window;
             self.arrival_order
                 .retain(|&queued| window_holds(window, queued));
@@ -567,6 +652,7 @@ impl<T> ReorderBuffer<T> {
                 break;
             }
             self.arrival_order.pop_front();
+            self.work.arrival_entries += 1;
         }
     }
 
@@ -590,11 +676,6 @@ impl<T> ReorderBuffer<T> {
             RejectReason::Backlogged => self.stats.backlogged += 1,
         }
         Rejected { item, reason }
-    }
-
-    /// The bitmap index of `seq`.
-    fn index(&self, seq: SeqNo) -> usize {
-        (seq.0 & self.index_mask) as usize
     }
 
     /// The window slot of `seq`.
@@ -626,26 +707,12 @@ impl<T> ReorderBuffer<T> {
             .next_power_of_two()
             .min(self.capacity as usize);
         let mut window: Vec<Option<Held<T>>> = (0..len).map(|_| None).collect();
+        self.work.window_slots += (len + self.window.len()) as u64;
         for held in self.window.drain(..).flatten() {
             let index = slot_of(&window, held.seq);
             window[index] = Some(held);
         }
         self.window = window;
-    }
-
-    fn is_delivered(&self, seq: SeqNo) -> bool {
-        let index = self.index(seq);
-        self.delivered[index / 64] & (1 << (index % 64)) != 0
-    }
-
-    fn set_delivered(&mut self, seq: SeqNo, delivered: bool) {
-        let index = self.index(seq);
-        let bit = 1u64 << (index % 64);
-        if delivered {
-            self.delivered[index / 64] |= bit;
-        } else {
-            self.delivered[index / 64] &= !bit;
-        }
     }
 }
 
