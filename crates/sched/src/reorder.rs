@@ -17,18 +17,32 @@
 //! remembers, for the last `capacity` sequence numbers behind the release
 //! point, which were delivered. Anything older is rejected as too old.
 //!
-//! Memory is fixed at construction: one slot per sequence number of the
-//! window `[next_expected, next_expected + capacity)`, a bitmap for the
-//! history, and two bounded queues. A packet beyond the window is not dropped:
+//! Memory is bounded at construction: one slot per sequence number of the
+//! window `[next_expected, next_expected + capacity)` (allocated as packets
+//! arrive further ahead), three bits per slot (held, given up, and for the
+//! history delivered), and two bounded queues. A packet beyond the window is not dropped:
 //! the window is pushed forward ("forced advance") and whatever it leaves
 //! behind is released in order, skipping what never arrived.
 //!
 //! The hold time need not be fixed: [`AdaptiveHold`] follows the measured
 //! one-way-delay spread between the paths and the caller applies its target
 //! with [`ReorderBuffer::set_max_hold`]. When the sender reports that it gave
-//! up on a sequence number (lost, and no path left to re-send it on),
-//! [`ReorderBuffer::give_up`] lets the buffer skip it at once instead of
-//! waiting out the hold for a packet that will never come.
+//! up on sequence numbers (lost, and no path left to re-send them on),
+//! [`ReorderBuffer::give_up_range`] lets the buffer skip them at once instead of
+//! waiting out the hold for packets that will never come.
+//!
+//! Cost: the sequence numbers and counts come from the peer, so no call may do
+//! work that grows with them: a hostile peer would choose them to burn the
+//! forwarding thread (issue 64: handled one number at a time, the GaveUp frames
+//! of one datagram cost 1.4 ms). The slot bits are kept 64 slots to a word, so
+//! marking a range, skipping a gap and pushing the window forward work a word
+//! at a time and visit only the packets actually held: one call costs
+//! O(capacity / 64 + packets it moves), whatever the values. A range is clamped
+//! to the window, and a jump beyond the window passes the rest in one step.
+//! Besides, the arrival queue drops each stale entry once (one per packet
+//! inserted) and the window's growth allocates under `3 * capacity` slots over
+//! the buffer's life. [`ReorderBuffer::work_units`] counts this work, so tests
+//! and fuzzers can check the bound without a clock.
 //!
 //! Order alone leaves the inner flow's delay jumping between the paths' delays;
 //! [`DelayEqualizer`] and [`DelayLine`] hand packets on at one delay (see
@@ -41,7 +55,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use self::bitmap::SeqBitmap;
+use self::bitmap::SlotBits;
 use crate::seq::SeqNo;
 
 mod bitmap;
@@ -68,6 +82,13 @@ fn relative_delay_us(reference: &mut Option<u32>, raw_owd_us: u32) -> i64 {
 /// clamped. 2^20 packets is ~1.5 GB of 1500-byte packets in the window, far
 /// beyond any bandwidth-delay product a set of cellular uplinks reaches.
 pub const MAX_REORDER_CAPACITY: usize = 1 << 20;
+/// Bound on the work of one [`ReorderBuffer`] call (insert, give-up,
+/// `poll_release`), in multiples of `capacity / 64 + packets the call moves + 1`,
+/// the amortized upkeep aside; see [`ReorderBuffer::work_units`]. A call does a
+/// handful of runs over the slot bits, each at most `capacity / 64 + 1` words (a
+/// run that wraps around the end touches one word twice), and a few units per
+/// packet it moves; the property test finds 5 enough and checks 8.
+pub const REORDER_WORK_PER_CALL: u64 = 8;
 /// The window a buffer starts with, in slots: enough for the reordering of a few
 /// milliseconds; it doubles on demand up to the configured capacity.
 const MIN_WINDOW_SLOTS: usize = 64;
@@ -207,10 +228,6 @@ pub struct ReorderBuffer<T> {
     window: Vec<Option<Held<T>>>,
     /// Occupied slots of `window`.
     window_len: usize,
-    /// One bit per window slot (index `seq & (capacity - 1)`): the window holds this
-    /// sequence number. Lets a skip or a forced advance step over empty runs a word
-    /// at a time and visit only the packets held.
-    occupied: SeqBitmap,
     /// Sequence numbers of window packets in arrival order, so the oldest
     /// held packet (the one that sets the gap deadline) is at the front.
     /// Entries of packets that already left the window are removed lazily;
@@ -218,16 +235,17 @@ pub struct ReorderBuffer<T> {
     arrival_order: VecDeque<SeqNo>,
     /// Bound on `arrival_order`; when reached, stale entries are compacted away.
     arrival_order_limit: usize,
-    /// One bit per sequence number behind `next_expected` (index `seq & (capacity - 1)`):
-    /// set if it was delivered (or is queued in `ready`), clear if skipped.
-    delivered: SeqBitmap,
-    /// How many sequence numbers behind `next_expected` `delivered` describes
-    /// (grows from 0 at start up to `capacity`).
+    /// Three bits per slot `seq & (capacity - 1)`:
+    /// - `held`: the window holds `seq`. Lets a skip or a forced advance step over
+    ///   empty runs a word at a time and visit only the packets held.
+    /// - `abandoned`: the sender gave up on `seq` (within the window), skip it
+    ///   without waiting. Cleared as the release point passes the slot.
+    /// - `delivered`: `seq` behind `next_expected` was delivered (or is queued in
+    ///   `ready`); clear if skipped.
+    slots: SlotBits,
+    /// How many sequence numbers behind `next_expected` the `delivered` bits
+    /// describe (grows from 0 at start up to `capacity`).
     history_len: u32,
-    /// One bit per window slot (index `seq & (capacity - 1)`): the sender gave up on
-    /// this sequence number, skip it without waiting. Cleared as the release
-    /// point passes the slot.
-    abandoned: SeqBitmap,
     /// Packets that left the window (forced advance) or arrived late, waiting
     /// for `poll_release`; always released before the window.
     ready: VecDeque<Held<T>>,
@@ -245,14 +263,14 @@ pub struct ReorderBuffer<T> {
 /// [`ReorderBuffer::work_units`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Work {
-    /// Bitmap words read or written.
-    words: u64,
-    /// Packets put into, moved within or taken out of the buffer.
-    packets: u64,
-    /// Stale `arrival_order` entries dropped or looked at while compacting. Each
-    /// entry is dropped once, so this is at most one per packet ever inserted
-    /// into the window (plus one window's worth per compaction, which never
-    /// happens while the entries stay within their proven bound).
+    /// Words of slot bits read or written plus packets put into, moved within or
+    /// taken out of the buffer: what the bound of one call covers.
+    steps: u64,
+    /// Stale `arrival_order` entries dropped: each once, so at most one per packet
+    /// ever inserted into the window. (A compaction would add the queue's length,
+    /// but none happens: the queue holds the window's packets plus the stale
+    /// entries of packets inserted after the oldest held one and released before
+    /// it, fewer than `capacity` since they lie within one window behind it.)
     arrival_entries: u64,
     /// Window slots allocated or emptied as the window grew: under `3 * capacity`
     /// over the buffer's life, since the window only doubles.
@@ -261,7 +279,7 @@ struct Work {
 
 impl Work {
     fn total(&self) -> u64 {
-        self.words + self.packets + self.arrival_entries + self.window_slots
+        self.steps + self.arrival_entries + self.window_slots
     }
 }
 
@@ -281,12 +299,10 @@ impl<T> ReorderBuffer<T> {
             next_expected: first_expected,
             window: (0..MIN_WINDOW_SLOTS.min(capacity)).map(|_| None).collect(),
             window_len: 0,
-            occupied: SeqBitmap::new(capacity as u32),
             arrival_order: VecDeque::new(),
             arrival_order_limit,
-            delivered: SeqBitmap::new(capacity as u32),
+            slots: SlotBits::new(capacity as u32),
             history_len: 0,
-            abandoned: SeqBitmap::new(capacity as u32),
             ready: VecDeque::new(),
             ready_limit,
             last_timeout_skip: None,
@@ -332,9 +348,10 @@ impl<T> ReorderBuffer<T> {
             item,
         });
         self.window_len += 1;
-        self.occupied.set(seq);
-        self.work.words += 1;
-        self.work.packets += 1;
+        let (slot, bit) = self.slots.slot_mut(seq);
+        slot.held |= bit;
+        // One bitmap word, one packet.
+        self.work.steps += 2;
         self.record_arrival(seq);
         Ok(())
     }
@@ -343,7 +360,7 @@ impl<T> ReorderBuffer<T> {
     /// missing and its gap has not expired yet. Call until `None`.
     pub fn poll_release(&mut self, now: Instant) -> Option<T> {
         if let Some(held) = self.ready.pop_front() {
-            self.work.packets += 1;
+            self.work.steps += 1;
             return Some(self.account_release(now, held));
         }
         if self.window_len == 0 {
@@ -357,14 +374,19 @@ impl<T> ReorderBuffer<T> {
             self.last_timeout_skip = Some((now, self.max_hold));
             self.skip_gap();
         }
-        let index = self.slot(self.next_expected);
+        let seq = self.next_expected;
+        let index = self.slot(seq);
         let held = self.window[index].take()?;
         self.window_len -= 1;
-        self.occupied.clear(self.next_expected);
-        self.delivered.set(self.next_expected);
-        self.work.words += 2;
-        self.work.packets += 1;
-        self.advance_release_point(1);
+        let (slot, bit) = self.slots.slot_mut(seq);
+        slot.held &= !bit;
+        slot.delivered |= bit;
+        // The slot now belongs to `seq + capacity`, not given up.
+        slot.abandoned &= !bit;
+        // One word group, one packet.
+        self.work.steps += 2;
+        self.next_expected = seq.next();
+        self.history_len = (self.history_len + 1).min(self.capacity);
         self.drop_stale_arrivals();
         Some(self.account_release(now, held))
     }
@@ -445,18 +467,17 @@ impl<T> ReorderBuffer<T> {
     /// window) as given up, except those the window holds.
     fn abandon_run(&mut self, offset: u32, len: u32) {
         let start = self.next_expected.add(offset);
-        for (word, mask) in self.abandoned.run_words(start, len) {
-            self.abandoned.words[word] |= mask & !self.occupied.words[word];
-            self.work.words += 1;
-        }
+        self.work.steps += self.slots.update_run(start, len, |slot, run| {
+            slot.abandoned |= run & !slot.held;
+        });
     }
 
-    /// Work done since creation, in units that do not depend on the clock: bitmap
-    /// words read or written plus packets put in, moved or taken out, plus the
-    /// amortized upkeep of the arrival queue and of window growth. For tests and
-    /// fuzzing: one call costs at most a constant times
-    /// `capacity / 64 + packets it moves + 1`, plus the amortized upkeep (at most
-    /// one unit per packet ever inserted and `3 * capacity` over the buffer's life).
+    /// Work done since creation, in units that do not depend on the clock: words
+    /// of slot bits read or written plus packets put in, moved or taken out, plus
+    /// the amortized upkeep of the arrival queue and of window growth. For tests
+    /// and fuzzing: one call costs at most [`REORDER_WORK_PER_CALL`] times
+    /// `capacity / 64 + packets it moves + 1`, plus the upkeep, which over the
+    /// buffer's life is at most one unit per packet inserted plus `3 * capacity`.
     pub fn work_units(&self) -> u64 {
         self.work.total()
     }
@@ -492,15 +513,17 @@ impl<T> ReorderBuffer<T> {
         if behind > self.history_len {
             return Err(self.reject(item, RejectReason::TooOld));
         }
-        self.work.words += 1;
-        if self.delivered.get(seq) {
+        self.work.steps += 1;
+        let (slot, bit) = self.slots.slot(seq);
+        if slot.delivered & bit != 0 {
             return Err(self.reject(item, RejectReason::Duplicate));
         }
         if self.ready.len() >= self.ready_limit {
             return Err(self.reject(item, RejectReason::Backlogged));
         }
-        self.delivered.set(seq);
-        self.work.packets += 1;
+        let (slot, bit) = self.slots.slot_mut(seq);
+        slot.delivered |= bit;
+        self.work.steps += 1;
         self.ready.push_back(Held {
             seq,
             arrived: now,
@@ -522,46 +545,48 @@ impl<T> ReorderBuffer<T> {
         self.stats.forced_advances += 1;
         let old_start = self.next_expected;
         let jump = old_start.distance_to(new_start) as u32;
-        // Only the first window's worth can hold packets or given-up marks.
+        // Only the old window, the first `scanned` numbers passed, can hold
+        // packets or given-up marks; the history keeps the last `scanned` passed:
+        // delivered where the old window holds the number, skipped elsewhere.
         let scanned = jump.min(self.capacity);
-        // The history after the jump covers its last `capacity` numbers: delivered
-        // where the old window held a packet, skipped elsewhere.
-        let remembered = jump.min(self.capacity);
-        let history_start = new_start.sub(remembered);
-        self.work.words += self.delivered.clear_run(history_start, remembered);
-        let in_old_window = scanned.saturating_sub(jump - remembered);
-        self.work.words += self.delivered.or_run_from(
-            &self.occupied,
-            old_start.add(jump - remembered),
-            in_old_window,
-        );
+        let history_start = old_start.add(jump - scanned);
+        let in_old_window = scanned.saturating_sub(jump - scanned);
+        self.work.steps += self.slots.update_run(history_start, scanned, |slot, run| {
+            slot.delivered &= !run;
+        });
+        self.work.steps += self
+            .slots
+            .update_run(history_start, in_old_window, |slot, run| {
+                slot.delivered |= slot.held & run;
+            });
 
         // Queue the held packets in order; every run of empty numbers before,
         // between or after them is one skipped gap.
         let mut passed = 0u32;
         loop {
-            let occupied = &self.occupied.words;
             let (found, words) =
-                self.occupied
-                    .first_in_run(old_start.add(passed), scanned - passed, |word| {
-                        occupied[word]
-                    });
-            self.work.words += words;
+                self.slots
+                    .first_in_run(old_start.add(passed), scanned - passed, |slot| slot.held);
+            self.work.steps += words;
             let Some(empty_before) = found else { break };
             self.count_skipped_gap(empty_before);
             let seq = old_start.add(passed + empty_before);
-            self.occupied.clear(seq);
-            self.work.words += 1;
+            let (slot, bit) = self.slots.slot_mut(seq);
+            slot.held &= !bit;
             if let Some(held) = self.take_held(seq) {
                 self.window_len -= 1;
                 self.ready.push_back(held);
-                self.work.packets += 1;
             }
+            // One word group, one packet.
+            self.work.steps += 2;
             passed += empty_before + 1;
         }
         // Beyond the window nothing can be held: the rest is one gap.
         self.count_skipped_gap(jump - passed);
-        self.work.words += self.abandoned.clear_run(old_start, scanned);
+        // Every slot passed now belongs to a number of the new window.
+        self.work.steps += self.slots.update_run(old_start, scanned, |slot, run| {
+            slot.abandoned &= !run;
+        });
         self.next_expected = new_start;
         self.history_len = self.history_len.saturating_add(jump).min(self.capacity);
         self.drop_stale_arrivals();
@@ -578,11 +603,10 @@ impl<T> ReorderBuffer<T> {
     /// Gives up on the missing sequence numbers at the release point, up to the
     /// first packet held. The window must hold at least one packet.
     fn skip_gap(&mut self) {
-        let occupied = &self.occupied.words;
-        let (found, words) =
-            self.occupied
-                .first_in_run(self.next_expected, self.capacity, |word| occupied[word]);
-        self.work.words += words;
+        let (found, words) = self
+            .slots
+            .first_in_run(self.next_expected, self.capacity, |slot| slot.held);
+        self.work.steps += words;
         debug_assert!(found.is_some(), "skip_gap with an empty window");
         let missing = found.unwrap_or(0);
         self.skip_run(missing);
@@ -593,17 +617,17 @@ impl<T> ReorderBuffer<T> {
     /// sender gave up on; counts it as one gap.
     fn skip_abandoned(&mut self) {
         // The common case, nothing given up here, costs one bit test.
-        if !self.is_abandoned(self.next_expected) || self.holds(self.next_expected) {
+        let (slot, bit) = self.slots.slot(self.next_expected);
+        if slot.abandoned & !slot.held & bit == 0 {
             return;
         }
         // The run ends at the first number held or not given up.
-        let (occupied, abandoned) = (&self.occupied.words, &self.abandoned.words);
-        let (found, words) =
-            self.occupied
-                .first_in_run(self.next_expected, self.capacity, |word| {
-                    occupied[word] | !abandoned[word]
-                });
-        self.work.words += words;
+        let (found, words) = self
+            .slots
+            .first_in_run(self.next_expected, self.capacity, |slot| {
+                slot.held | !slot.abandoned
+            });
+        self.work.steps += words;
         let skipped = found.unwrap_or(self.capacity);
         self.skip_run(skipped);
         self.count_skipped_gap(skipped);
@@ -612,27 +636,20 @@ impl<T> ReorderBuffer<T> {
     }
 
     /// Moves the release point past `len` (at most `capacity`) missing sequence
-    /// numbers, remembering them as not delivered.
+    /// numbers: remembered as not delivered, and their given-up marks cleared, as
+    /// their slots now belong to the numbers `capacity` further on.
     fn skip_run(&mut self, len: u32) {
-        self.work.words += self.delivered.clear_run(self.next_expected, len);
-        self.advance_release_point(len);
+        self.work.steps += self.slots.update_run(self.next_expected, len, |slot, run| {
+            slot.delivered &= !run;
+            slot.abandoned &= !run;
+        });
+        self.next_expected = self.next_expected.add(len);
+        self.history_len = self.history_len.saturating_add(len).min(self.capacity);
     }
 
     fn is_abandoned(&self, seq: SeqNo) -> bool {
-        self.abandoned.get(seq)
-    }
-
-    /// Moves the release point `count` (at most `capacity`) forward; the given-up
-    /// marks it passes are cleared, as their slots now belong to `seq + capacity`.
-    fn advance_release_point(&mut self, count: u32) {
-        if count == 1 {
-            self.abandoned.clear(self.next_expected);
-            self.work.words += 1;
-        } else {
-            self.work.words += self.abandoned.clear_run(self.next_expected, count);
-        }
-        self.next_expected = self.next_expected.add(count);
-        self.history_len = self.history_len.saturating_add(count).min(self.capacity);
+        let (slot, bit) = self.slots.slot(seq);
+        slot.abandoned & bit != 0
     }
 
     fn record_arrival(&mut self, seq: SeqNo) {

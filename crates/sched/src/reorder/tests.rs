@@ -728,11 +728,8 @@ fn needed_waits_are_reported_for_filled_and_late_gaps() {
 
 mod model;
 
-/// Bound on the work of one call, in multiples of `capacity / 64 + packets the call
-/// moves + 1` (the amortized upkeep aside). A call does a handful of run operations
-/// on the bitmaps (each at most `capacity / 64 + 1` words: a run that wraps touches
-/// one word twice) and a few words per packet it moves.
-const WORK_PER_CALL: u64 = 8;
+/// The bound under test.
+const WORK_PER_CALL: u64 = REORDER_WORK_PER_CALL;
 
 /// The bitmap words of a buffer of `capacity`.
 fn words_of(buffer: &ReorderBuffer<SeqNo>) -> u64 {
@@ -776,9 +773,9 @@ fn give_up_range_marks_exactly_its_part_of_the_window() {
         for &(first, count, expected) in cases {
             let mut h = Harness::new(base, 16);
             h.insert_ok(0, &[2]);
-            let words_before = h.buffer.work.words;
+            let words_before = h.buffer.work.steps;
             h.buffer.give_up_range(h.seq(first), count);
-            assert!(h.buffer.work.words - words_before <= 2 * (words_of(&h.buffer) + 1));
+            assert!(h.buffer.work.steps - words_before <= 2 * (words_of(&h.buffer) + 1));
             let marked: Vec<u32> = (0..16)
                 .filter(|&offset| h.buffer.is_abandoned(h.seq(offset)))
                 .collect();
