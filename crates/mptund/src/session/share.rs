@@ -139,7 +139,8 @@ impl Session {
     }
 
     pub(super) fn at_buffer_limit(&self) -> bool {
-        self.held_packets() >= self.buffer_limit
+        // A client has no budget: no need to count on its every packet.
+        self.buffer_limit != usize::MAX && self.held_packets() >= self.buffer_limit
     }
 
     /// Gives buffers back until the session holds at most `limit`: the reorder buffer
