@@ -20,7 +20,9 @@
 //! Memory is bounded at construction: one slot per sequence number of the
 //! window `[next_expected, next_expected + capacity)` (allocated as packets
 //! arrive further ahead), three bits per slot (held, given up, and for the
-//! history delivered), and two bounded queues. A packet beyond the window is not dropped:
+//! history delivered), and two bounded queues. Nothing is allocated until the
+//! first packet or give-up: an idle session carries none. A packet beyond the
+//! window is not dropped:
 //! the window is pushed forward ("forced advance") and whatever it leaves
 //! behind is released in order, skipping what never arrived.
 //!
@@ -89,8 +91,9 @@ pub const MAX_REORDER_CAPACITY: usize = 1 << 20;
 /// run that wraps around the end touches one word twice), and a few units per
 /// packet it moves; the property test finds 5 enough and checks 8.
 pub const REORDER_WORK_PER_CALL: u64 = 8;
-/// The window a buffer starts with, in slots: enough for the reordering of a few
-/// milliseconds; it doubles on demand up to the configured capacity.
+/// The window a buffer takes at its first packet, in slots: enough for the
+/// reordering of a few milliseconds; it doubles on demand up to the configured
+/// capacity.
 const MIN_WINDOW_SLOTS: usize = 64;
 
 /// Tuning of a [`ReorderBuffer`].
@@ -221,10 +224,11 @@ pub struct ReorderBuffer<T> {
     capacity: u32,
     /// Lowest sequence number neither released nor skipped; the window starts here.
     next_expected: SeqNo,
-    /// Packets of the window, slot `seq & (window.len() - 1)`. Grows in powers of two
-    /// up to `capacity` as packets arrive further ahead, so a session that never sees
-    /// much reordering never pays for the whole window. Every packet in it lies within
-    /// `window.len()` of `next_expected`, so a slot can only hold its own number.
+    /// Packets of the window, slot `seq & (window.len() - 1)`. Empty until the first
+    /// packet, then grows in powers of two up to `capacity` as packets arrive further
+    /// ahead, so a session that never sees much reordering never pays for the whole
+    /// window. Every packet in it lies within `window.len()` of `next_expected`, so a
+    /// slot can only hold its own number.
     window: Vec<Option<Held<T>>>,
     /// Occupied slots of `window`.
     window_len: usize,
@@ -297,7 +301,7 @@ impl<T> ReorderBuffer<T> {
             max_hold: config.max_hold,
             capacity: capacity as u32,
             next_expected: first_expected,
-            window: (0..MIN_WINDOW_SLOTS.min(capacity)).map(|_| None).collect(),
+            window: Vec::new(),
             window_len: 0,
             arrival_order: VecDeque::new(),
             arrival_order_limit,
@@ -722,6 +726,7 @@ impl<T> ReorderBuffer<T> {
         }
         let len = (ahead as usize + 1)
             .next_power_of_two()
+            .max(MIN_WINDOW_SLOTS)
             .min(self.capacity as usize);
         let mut window: Vec<Option<Held<T>>> = (0..len).map(|_| None).collect();
         self.work.window_slots += (len + self.window.len()) as u64;
@@ -733,14 +738,16 @@ impl<T> ReorderBuffer<T> {
     }
 }
 
-/// The slot of `seq` in a window whose length is a power of two.
+/// The slot of `seq` in a window whose length is a power of two (0 for the empty
+/// window before the first packet, which holds nothing).
 fn slot_of<T>(window: &[Option<Held<T>>], seq: SeqNo) -> usize {
-    (seq.0 as usize) & (window.len() - 1)
+    (seq.0 as usize) & window.len().saturating_sub(1)
 }
 
 /// True when the window slot of `seq` holds that very packet.
 fn window_holds<T>(window: &[Option<Held<T>>], seq: SeqNo) -> bool {
-    window[slot_of(window, seq)]
-        .as_ref()
+    window
+        .get(slot_of(window, seq))
+        .and_then(Option::as_ref)
         .is_some_and(|held| held.seq == seq)
 }

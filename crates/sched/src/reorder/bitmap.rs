@@ -26,9 +26,18 @@ pub(super) struct SlotWords {
     pub(super) delivered: u64,
 }
 
+/// A word group with every bit clear: what each slot reads before the first change.
+const CLEAR: SlotWords = SlotWords {
+    held: 0,
+    abandoned: 0,
+    delivered: 0,
+};
+
 /// The slot bits of a window; see the module docs.
 #[derive(Debug)]
 pub(super) struct SlotBits {
+    /// Empty (all clear) until the first change, then one group per 64 slots: an
+    /// idle session's buffer never changes a bit.
     words: Vec<SlotWords>,
     /// Slots in use: the window size, a power of two.
     capacity: u32,
@@ -39,9 +48,28 @@ impl SlotBits {
     pub(super) fn new(capacity: u32) -> Self {
         debug_assert!(capacity.is_power_of_two());
         SlotBits {
-            words: vec![SlotWords::default(); capacity.div_ceil(WORD_BITS) as usize],
+            words: Vec::new(),
             capacity,
         }
+    }
+
+    /// The word groups, made all clear at the first change.
+    fn words_mut(&mut self) -> &mut [SlotWords] {
+        if self.words.is_empty() {
+            self.words = vec![CLEAR; self.capacity.div_ceil(WORD_BITS) as usize];
+        }
+        &mut self.words
+    }
+
+    /// Whether the word groups were made (by a first change).
+    #[cfg(test)]
+    pub(super) fn allocated(&self) -> bool {
+        !self.words.is_empty()
+    }
+
+    /// The word group `word`, clear before the first change.
+    fn words_at(&self, word: u32) -> &SlotWords {
+        self.words.get(word as usize).unwrap_or(&CLEAR)
     }
 
     /// The slot of `seq`.
@@ -52,17 +80,14 @@ impl SlotBits {
     /// The word group of `seq`'s slot and the bit of the slot in each of its words.
     pub(super) fn slot(&self, seq: SeqNo) -> (&SlotWords, u64) {
         let index = self.index(seq);
-        (
-            &self.words[(index / WORD_BITS) as usize],
-            1 << (index % WORD_BITS),
-        )
+        (self.words_at(index / WORD_BITS), 1 << (index % WORD_BITS))
     }
 
     /// [`SlotBits::slot`], to change.
     pub(super) fn slot_mut(&mut self, seq: SeqNo) -> (&mut SlotWords, u64) {
         let index = self.index(seq);
         (
-            &mut self.words[(index / WORD_BITS) as usize],
+            &mut self.words_mut()[(index / WORD_BITS) as usize],
             1 << (index % WORD_BITS),
         )
     }
@@ -88,7 +113,9 @@ impl SlotBits {
         mut change: impl FnMut(&mut SlotWords, u64),
     ) -> u64 {
         let mut touched = 0;
-        for (low, high) in self.segments(start, len) {
+        let segments = self.segments(start, len);
+        let all = self.words_mut();
+        for (low, high) in segments {
             if low >= high {
                 continue;
             }
@@ -97,14 +124,14 @@ impl SlotBits {
             touched += u64::from(last_word - first_word) + 1;
             let (first_word, last_word) = (first_word as usize, last_word as usize);
             if first_word == last_word {
-                change(&mut self.words[first_word], first_mask & last_mask);
+                change(&mut all[first_word], first_mask & last_mask);
                 continue;
             }
-            change(&mut self.words[first_word], first_mask);
-            for words in &mut self.words[first_word + 1..last_word] {
+            change(&mut all[first_word], first_mask);
+            for words in &mut all[first_word + 1..last_word] {
                 change(words, u64::MAX);
             }
-            change(&mut self.words[last_word], last_mask);
+            change(&mut all[last_word], last_mask);
         }
         touched
     }
@@ -134,7 +161,7 @@ impl SlotBits {
                 if word == last_word {
                     mask &= last_mask;
                 }
-                let found = select(&self.words[word as usize]) & mask;
+                let found = select(self.words_at(word)) & mask;
                 if found != 0 {
                     let index = word * WORD_BITS + found.trailing_zeros();
                     // Distance forward from `first` around `capacity` slots.

@@ -652,6 +652,28 @@ fn a_given_up_gap_is_skipped_without_waiting() {
 }
 
 #[test]
+fn a_fresh_buffer_holds_nothing_and_takes_a_give_up_before_its_first_packet() {
+    for base in BASES {
+        let mut h = Harness::new(base, 4096);
+        // Nothing is allocated before the first packet (idle sessions carry none).
+        assert_eq!(h.buffer.window.capacity(), 0);
+        assert!(!h.buffer.slots.allocated());
+        assert_eq!(h.buffer.poll_timeout(), None);
+        assert_eq!(h.release(0), Vec::<u32>::new());
+        // A give-up that comes first still counts once the packets come.
+        h.buffer.give_up(h.seq(0));
+        h.insert_ok(1, &[1, 2]);
+        assert!(h.buffer.slots.allocated());
+        assert_eq!(h.release(1), [1, 2], "0 was given up: no wait");
+        assert_eq!(h.stats().seqs_skipped_early, 1);
+        assert_eq!(h.buffer.window.len(), MIN_WINDOW_SLOTS);
+        // A packet far ahead grows the window in powers of two, up to the capacity.
+        h.insert_ok(2, &[1000]);
+        assert_eq!(h.buffer.window.len(), 1024);
+    }
+}
+
+#[test]
 fn give_up_is_ignored_outside_the_window_and_for_buffered_packets() {
     for base in BASES {
         let mut h = Harness::new(base, 16);
