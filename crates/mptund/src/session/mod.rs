@@ -301,8 +301,10 @@ impl Session {
                 scheduler,
                 send_queue: queue::SendQueue::new(settings.send_queue),
                 resend_queue: resend::ResendQueue::new(),
-                given_up: Vec::with_capacity(resend::MAX_GIVEN_UP_RUNS),
-                views: Vec::with_capacity(paths.len().max(8)),
+                // Both grow at first use and keep their room: an idle session never
+                // schedules a packet or gives one up.
+                given_up: Vec::new(),
+                views: Vec::new(),
                 lost: Vec::new(),
                 copies: Vec::new(),
             },

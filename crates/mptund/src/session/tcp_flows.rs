@@ -106,6 +106,8 @@ struct FlowEnd {
 /// The highest sequence number each inner TCP flow sent through this end of the tunnel.
 pub struct TcpFlows {
     hasher: RandomState,
+    /// Empty until the first segment that occupies sequence space, then [`SLOTS`]
+    /// entries: the table is 11 KiB, which an idle session should not carry.
     slots: Vec<Option<FlowEnd>>,
 }
 
@@ -115,7 +117,7 @@ impl Default for TcpFlows {
             // Keyed per table, so that a sender behind the tunnel cannot pick flows
             // that take each other's entries.
             hasher: RandomState::new(),
-            slots: vec![None; SLOTS],
+            slots: Vec::new(),
         }
     }
 }
@@ -131,6 +133,9 @@ impl TcpFlows {
             return false;
         }
         let end = segment.seq.wrapping_add(segment.seq_len);
+        if self.slots.is_empty() {
+            self.slots = vec![None; SLOTS];
+        }
         let index = (self.hasher.hash_one(segment.flow) % SLOTS as u64) as usize;
         let Some(slot) = self.slots.get_mut(index) else {
             return false;
