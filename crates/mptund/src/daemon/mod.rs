@@ -159,6 +159,17 @@ async fn run_client(
     event_loop.run(ops).await
 }
 
+/// The protocol core `mptund run` serves `config` with, before any socket or TUN
+/// exists: the daemon and the per-session footprint test
+/// (`tests/session_footprint.rs`) build it the same way.
+pub fn server_core(config: &ServerConfig, tun_mtu: u16) -> ServerCore {
+    let settings = settings::server(config, tun_mtu);
+    let pool = pool_for(tun_mtu, &settings.session.reorder);
+    let mut core = ServerCore::new(settings, pool);
+    core.set_handshake_limits(config.handshake);
+    core
+}
+
 async fn run_server(
     config: ServerConfig,
     whole: &Config,
@@ -168,10 +179,7 @@ async fn run_server(
     let tun_mtu = choose_tun_mtu(&config.tun, derived)?;
     let tun = tun::create(&config.tun.name, &config.tun.addresses, tun_mtu).await?;
     tracing::info!(tun = %config.tun.name, mtu = tun_mtu, offload = tun.offload(), "TUN device up");
-    let settings = settings::server(&config, tun_mtu);
-    let pool = pool_for(tun_mtu, &settings.session.reorder);
-    let mut core = ServerCore::new(settings, pool);
-    core.set_handshake_limits(config.handshake);
+    let core = server_core(&config, tun_mtu);
     let binding = Binding {
         interface: None,
         source_address: Some(config.listen.ip()),
