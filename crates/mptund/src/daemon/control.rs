@@ -17,18 +17,26 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 use super::snapshot::{Interfaces, ReportSource};
 use super::status;
+use crate::session::Report;
 
 /// Longest request line accepted.
 const MAX_REQUEST_BYTES: u64 = 256;
 /// A client that sends no request within this long is disconnected.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long `mptund status` waits for the daemon.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `mptund status` waits for the daemon to say something: longer than the
+/// daemon's own wait for its event loop (5 s, `snapshot::REPLY_TIMEOUT`) and than
+/// encoding tens of thousands of sessions on a loaded two-core gateway.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// A client that takes nothing of the answer for this long is given up, so a stalled
+/// one cannot hold an encoding thread.
+const ANSWER_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of answer encoded before each write to the socket.
+const ANSWER_CHUNK_BYTES: usize = 64 * 1024;
 
 /// The bound socket's file, removed when the daemon ends (unless another daemon has
 /// replaced it meanwhile).
@@ -143,31 +151,60 @@ fn effective_uid() -> u32 {
 }
 
 async fn answer(
-    stream: UnixStream,
+    mut stream: UnixStream,
     source: &ReportSource,
     interfaces: &Interfaces,
 ) -> io::Result<()> {
-    let (read, mut write) = stream.into_split();
     let mut line = String::new();
-    let mut reader = BufReader::new(read.take(MAX_REQUEST_BYTES));
+    let mut reader = BufReader::new((&mut stream).take(MAX_REQUEST_BYTES));
     tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no request"))??;
-    let response = match parse_request(&line) {
-        Ok(request) => match source.report().await {
-            Some(report) => match request {
-                ControlRequest::StatusTable => status::table(&report, interfaces),
-                ControlRequest::StatusDump => status::dump(&report, interfaces),
-                ControlRequest::StatusJson => {
-                    serde_json::to_string_pretty(&report).map_err(io::Error::other)? + "\n"
-                }
-            },
-            None => "error: the daemon did not answer (busy or shutting down)\n".to_owned(),
-        },
-        Err(refusal) => refusal,
+    let request = parse_request(&line);
+    let report = match request {
+        Ok(_) => source.report().await,
+        Err(_) => None,
     };
-    write.write_all(response.as_bytes()).await?;
-    write.shutdown().await
+    // The answer for 10,000 sessions is about 100 MB of JSON: it is encoded on a
+    // blocking thread, as the metrics are, and streamed to the client, so the event
+    // loop's thread goes on forwarding and no whole answer is held in memory.
+    let stream = stream.into_std()?;
+    stream.set_nonblocking(false)?;
+    stream.set_write_timeout(Some(ANSWER_WRITE_TIMEOUT))?;
+    let interfaces = interfaces.clone();
+    tokio::task::spawn_blocking(move || write_answer(&stream, request, report, &interfaces))
+        .await
+        .map_err(io::Error::other)?
+}
+
+/// Writes the answer to `request` (the report taken for it, if the loop gave one)
+/// and closes the connection's sending side.
+fn write_answer(
+    stream: &std::os::unix::net::UnixStream,
+    request: Result<ControlRequest, String>,
+    report: Option<Report>,
+    interfaces: &Interfaces,
+) -> io::Result<()> {
+    let mut out = io::BufWriter::with_capacity(ANSWER_CHUNK_BYTES, stream);
+    match (request, report) {
+        (Err(refusal), _) => out.write_all(refusal.as_bytes())?,
+        (Ok(_), None) => {
+            out.write_all(b"error: the daemon did not answer (busy or shutting down)\n")?
+        }
+        (Ok(ControlRequest::StatusTable), Some(report)) => {
+            out.write_all(status::table(&report, interfaces).as_bytes())?
+        }
+        (Ok(ControlRequest::StatusDump), Some(report)) => {
+            out.write_all(status::dump(&report, interfaces).as_bytes())?
+        }
+        (Ok(ControlRequest::StatusJson), Some(report)) => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    drop(out);
+    stream.shutdown(std::net::Shutdown::Write)
 }
 
 /// What a control client may ask.
@@ -226,5 +263,68 @@ mod tests {
         }
         let long = "x".repeat(300);
         assert!(parse_request(&long).unwrap_err().len() < 120);
+    }
+
+    /// A report of `count` sessions, each a real one-path server session.
+    fn report_of(count: usize) -> Report {
+        use crate::crypto::{Aead, SessionKeys};
+        use crate::session::{testing, KeyPair, Session, SessionPath, SessionReport};
+        use crate::wire::SessionId;
+        use mptund_sched::PathId;
+
+        let now = std::time::Instant::now();
+        let settings =
+            testing::session_settings("earliest-arrival", Duration::from_millis(100), 1400);
+        let keys = SessionKeys::new(Aead::ChaCha20Poly1305, &[1; 32], &[2; 32]);
+        let path = SessionPath::learned(PathId(0), now, &testing::path_settings(), &settings);
+        let scheduler =
+            mptund_sched::build_scheduler(&settings.scheduler, &settings.scheduler_params).unwrap();
+        let session = Session::new(
+            now,
+            KeyPair::new(now, SessionId(1), SessionId(2), keys),
+            vec![path],
+            scheduler,
+            &settings,
+            false,
+        );
+        let sessions = (0..count)
+            .map(|index| SessionReport::new(&session, &format!("idle{index}"), now))
+            .collect();
+        let drops = crate::counters::DropCounters::default();
+        Report::new("server", sessions, Vec::new(), &drops, count as u64)
+    }
+
+    #[test]
+    fn a_report_of_ten_thousand_sessions_is_answered_whole() {
+        const SESSIONS: usize = 10_000;
+        let dir = std::env::temp_dir().join(format!("mptund-control-{}", std::process::id()));
+        let socket = dir.join("control.sock");
+        // The daemon's runtime: current-thread, as `daemon::run` builds it.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (listener, guard) = runtime.block_on(async { bind(&socket) }).unwrap();
+        let (source, mut requests) = ReportSource::channel();
+        let client = {
+            let socket = socket.clone();
+            std::thread::spawn(move || query(&socket, "status json"))
+        };
+        runtime.block_on(async {
+            tokio::spawn(serve(listener, source, Interfaces::default()));
+            // The event loop's part: one report for the one request.
+            let reply = requests.recv().await.unwrap();
+            reply.send(report_of(SESSIONS)).unwrap();
+            while !client.is_finished() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        let answer = client.join().unwrap().unwrap();
+        drop(guard);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(answer.ends_with("}\n"), "the answer is whole");
+        serde_json::from_str::<serde::de::IgnoredAny>(&answer).expect("one JSON document");
+        assert_eq!(answer.matches("\"peer\": \"idle").count(), SESSIONS);
+        assert!(answer.contains("\"peer\": \"idle9999\""));
     }
 }
