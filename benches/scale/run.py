@@ -15,6 +15,11 @@ Measured per N, once every session is established and after a warm-up:
 
     sudo python3 benches/scale/run.py                  # N = 0, 100, 1000; writes results.json
     sudo python3 benches/scale/run.py --counts 100 --window 10
+    sudo MPTUND_BIN=/other/tree/target/release/mptund python3 benches/scale/run.py \
+        --counts 10000 --window 10 --out benches/scale/results-other.json
+
+The results file records the server binary that ran (`server_binary`: its
+`--version` and the commit of the tree it was built in).
 """
 
 from __future__ import annotations
@@ -58,6 +63,28 @@ def build() -> Path:
     subprocess.run(["cargo", "build", "--release", "-p", "mptund", "--bins", "--example",
                     "idle_clients"], cwd=REPO_ROOT, check=True)
     return REPO_ROOT / "target" / "release" / "examples" / "idle_clients"
+
+
+def describe_binary(binary: Path) -> dict:
+    """What ran as the server: its path, `mptund --version`, and the commit of the
+    work tree it lies in (a binary at `<tree>/target/release/mptund` was built from
+    that tree; `dirty` when the tree had uncommitted changes to tracked files, and
+    `built` says when, to compare with the commit's time)."""
+    binary = Path(binary).resolve()
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", "-C", str(binary.parent), *argv], capture_output=True,
+                              text=True).stdout.strip()
+
+    return {
+        "path": str(binary),
+        "version": subprocess.run([binary, "--version"], capture_output=True,
+                                  text=True).stdout.strip(),
+        "tree_commit": git("rev-parse", "HEAD") or None,
+        "tree_commit_time": git("log", "-1", "--format=%cI") or None,
+        "tree_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "built": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(binary.stat().st_mtime)),
+    }
 
 
 def proc_stat(pid: int) -> tuple[float, float]:
@@ -116,7 +143,12 @@ def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_m
                                             stdout=loadgen_log,
                                             stderr=subprocess.STDOUT)
 
+        # Every `status --json` must answer (a failure stops the bench): counted.
+        status_calls = 0
+
         def report() -> dict:
+            nonlocal status_calls
+            status_calls += 1
             return json.loads(server_ns.output(binary, "status", "--socket",
                                                workdir / "server.sock", "--json"))
 
@@ -144,10 +176,14 @@ def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_m
         scrape = json.loads(server_ns.output(sys.executable, "-c", SCRAPE,
                                              f"http://{METRICS}/metrics", "20"))
         status_times = []
+        status_bytes = 0
         for _ in range(5):
             start = time.perf_counter()
-            server_ns.output(binary, "status", "--socket", workdir / "server.sock", "--json")
+            status_bytes = len(report_text := server_ns.output(
+                binary, "status", "--socket", workdir / "server.sock", "--json"))
             status_times.append((time.perf_counter() - start) * 1e3)
+            status_calls += 1
+            json.loads(report_text)
         final_sessions = sessions()
         for proc in (loadgen_proc, server):
             if proc is not None:
@@ -171,6 +207,9 @@ def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_m
             "scrape_ms_max": round(max(scrape["times_ms"]), 2),
             "scrape_bytes": scrape["bytes"],
             "status_json_ms_median": round(statistics.median(status_times), 1),
+            "status_json_max_ms": round(max(status_times), 1),
+            "status_json_bytes": status_bytes,
+            "status_json_calls_answered": status_calls,
         }
 
 
@@ -196,8 +235,11 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     args.out.write_text(json.dumps({
         "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+        # The bench's own tree (run.py, the load generator); the server that ran is
+        # `server_binary`, which MPTUND_BIN may take from another tree.
         "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
                               capture_output=True, text=True).stdout.strip(),
+        "server_binary": describe_binary(mptund_binary()),
         "window_s": args.window,
         "keepalive_ms": args.keepalive_ms,
         "results": results,
