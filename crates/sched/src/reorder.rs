@@ -21,7 +21,8 @@
 //! window `[next_expected, next_expected + capacity)` (allocated as packets
 //! arrive further ahead), three bits per slot (held, given up, and for the
 //! history delivered), and two bounded queues. Nothing is allocated until the
-//! first packet or give-up: an idle session carries none. A packet beyond the
+//! first packet or give-up (an idle session carries none), and a window that held
+//! nothing for [`RELEASE_IDLE_WINDOW_AFTER`] is handed back. A packet beyond the
 //! window is not dropped:
 //! the window is pushed forward ("forced advance") and whatever it leaves
 //! behind is released in order, skipping what never arrived.
@@ -95,6 +96,13 @@ pub const REORDER_WORK_PER_CALL: u64 = 8;
 /// reordering of a few milliseconds; it doubles on demand up to the configured
 /// capacity.
 const MIN_WINDOW_SLOTS: usize = 64;
+
+/// An empty window whose last packet came this long ago is handed back to the
+/// allocator (with the queues' room): a session that carried a burst and went idle
+/// keeps its sequence state and slot bits, not up to `capacity` slots (4,096 of 72
+/// bytes with the daemon's defaults). Far longer than any hold, so a flow that
+/// pauses between bursts does not grow the window again each time.
+pub const RELEASE_IDLE_WINDOW_AFTER: Duration = Duration::from_secs(10);
 
 /// Tuning of a [`ReorderBuffer`].
 #[derive(Clone, Copy, Debug)]
@@ -259,6 +267,8 @@ pub struct ReorderBuffer<T> {
     last_timeout_skip: Option<(Instant, Duration)>,
     /// How long the latest gap needed, for [`ReorderBuffer::take_needed_wait`].
     needed_wait: Option<Duration>,
+    /// When the last packet was inserted (see [`RELEASE_IDLE_WINDOW_AFTER`]).
+    last_insert: Option<Instant>,
     stats: ReorderStats,
     work: Work,
 }
@@ -277,7 +287,8 @@ struct Work {
     /// it, fewer than `capacity` since they lie within one window behind it.)
     arrival_entries: u64,
     /// Window slots allocated or emptied as the window grew: under `3 * capacity`
-    /// over the buffer's life, since the window only doubles.
+    /// from empty, since the window only doubles (it is empty again only after
+    /// [`RELEASE_IDLE_WINDOW_AFTER`] without a packet).
     window_slots: u64,
 }
 
@@ -311,6 +322,7 @@ impl<T> ReorderBuffer<T> {
             ready_limit,
             last_timeout_skip: None,
             needed_wait: None,
+            last_insert: None,
             stats: ReorderStats::default(),
             work: Work::default(),
         }
@@ -320,6 +332,7 @@ impl<T> ReorderBuffer<T> {
     ///
     /// On rejection the packet is handed back inside [`Rejected`].
     pub fn insert(&mut self, now: Instant, seq: SeqNo, item: T) -> Result<(), Rejected<T>> {
+        self.last_insert = Some(now);
         let ahead = self.next_expected.distance_to(seq);
         if ahead < 0 {
             return self.insert_behind(now, seq, item);
@@ -368,6 +381,7 @@ impl<T> ReorderBuffer<T> {
             return Some(self.account_release(now, held));
         }
         if self.window_len == 0 {
+            self.release_idle_window(now);
             return None;
         }
         self.skip_abandoned();
@@ -393,6 +407,19 @@ impl<T> ReorderBuffer<T> {
         self.history_len = (self.history_len + 1).min(self.capacity);
         self.drop_stale_arrivals();
         Some(self.account_release(now, held))
+    }
+
+    /// Hands the empty window and the queues' room back once no packet came for
+    /// [`RELEASE_IDLE_WINDOW_AFTER`]; the next packet makes them anew.
+    fn release_idle_window(&mut self, now: Instant) {
+        let idle = self
+            .last_insert
+            .is_some_and(|at| now.saturating_duration_since(at) >= RELEASE_IDLE_WINDOW_AFTER);
+        if idle && !self.window.is_empty() && self.ready.is_empty() {
+            self.window = Vec::new();
+            self.arrival_order = VecDeque::new();
+            self.ready = VecDeque::new();
+        }
     }
 
     /// Arrival of the oldest packet in the window.

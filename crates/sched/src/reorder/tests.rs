@@ -674,6 +674,33 @@ fn a_fresh_buffer_holds_nothing_and_takes_a_give_up_before_its_first_packet() {
 }
 
 #[test]
+fn an_idle_empty_window_is_handed_back_and_made_anew_by_the_next_packet() {
+    for base in BASES {
+        let mut h = Harness::new(base, 4096);
+        // A burst reordered far ahead: the window grows to 1024 slots.
+        h.insert_ok(0, &[1, 600, 0]);
+        h.insert_ok(1, &(2..600).collect::<Vec<u32>>());
+        assert_eq!(h.release(1), (0..=600).collect::<Vec<u32>>());
+        assert_eq!(h.buffer.window.len(), 1024);
+        let idle_ms = RELEASE_IDLE_WINDOW_AFTER.as_millis() as u64;
+        assert_eq!(h.release(idle_ms), Vec::<u32>::new());
+        assert_eq!(
+            h.buffer.window.len(),
+            1024,
+            "kept until idle for the whole time"
+        );
+        assert_eq!(h.release(1 + idle_ms), Vec::<u32>::new());
+        assert_eq!(h.buffer.window.capacity(), 0, "handed back");
+        // The sequence state and history stay: a copy is still a duplicate, and the
+        // next packet is in order.
+        assert_eq!(h.insert(2 + idle_ms, 600), Err(RejectReason::Duplicate));
+        h.insert_ok(2 + idle_ms, &[602, 601]);
+        assert_eq!(h.release(2 + idle_ms), [601, 602]);
+        assert_eq!(h.buffer.window.len(), MIN_WINDOW_SLOTS);
+    }
+}
+
+#[test]
 fn give_up_is_ignored_outside_the_window_and_for_buffered_packets() {
     for base in BASES {
         let mut h = Harness::new(base, 16);
