@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -98,7 +99,8 @@ def proc_stat(pid: int) -> tuple[float, float]:
     return cpu, rss_kib / 1024
 
 
-def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_ms: int) -> dict:
+def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_ms: int,
+            status_calls_timed: int = 5, status_parallel: int = 1) -> dict:
     binary = mptund_binary()
     with Testbed() as bed:
         server_ns = bed.netns("server")
@@ -177,13 +179,20 @@ def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_m
                                              f"http://{METRICS}/metrics", "20"))
         status_times = []
         status_bytes = 0
-        for _ in range(5):
+
+        def timed_status(_: int) -> tuple[float, int]:
             start = time.perf_counter()
-            status_bytes = len(report_text := server_ns.output(
-                binary, "status", "--socket", workdir / "server.sock", "--json"))
-            status_times.append((time.perf_counter() - start) * 1e3)
-            status_calls += 1
-            json.loads(report_text)
+            text = server_ns.output(binary, "status", "--socket", workdir / "server.sock",
+                                    "--json")
+            elapsed_ms = (time.perf_counter() - start) * 1e3
+            json.loads(text)
+            return elapsed_ms, len(text)
+
+        # `--status-parallel` operators asking at once: each call must still answer.
+        with ThreadPoolExecutor(max_workers=status_parallel) as pool:
+            for elapsed_ms, status_bytes in pool.map(timed_status, range(status_calls_timed)):
+                status_times.append(elapsed_ms)
+                status_calls += 1
         final_sessions = sessions()
         for proc in (loadgen_proc, server):
             if proc is not None:
@@ -222,13 +231,18 @@ def main() -> None:
     parser.add_argument("--keepalive-ms", type=int, default=1000,
                         help="each client's keepalive interval (mptund's default: 1000)")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    parser.add_argument("--status-calls", type=int, default=5,
+                        help="timed `mptund status --json` calls at the end")
+    parser.add_argument("--status-parallel", type=int, default=1,
+                        help="how many of those run at once")
     args = parser.parse_args()
     loadgen = build()
     workdir = Path(tempfile.mkdtemp(prefix="mptund-scale-"))
     results = []
     try:
         for count in (int(c) for c in args.counts.split(",")):
-            row = measure(count, loadgen, args.window, workdir, args.keepalive_ms)
+            row = measure(count, loadgen, args.window, workdir, args.keepalive_ms,
+                          args.status_calls, args.status_parallel)
             print(json.dumps(row), flush=True)
             results.append(row)
     finally:
@@ -242,6 +256,8 @@ def main() -> None:
         "server_binary": describe_binary(mptund_binary()),
         "window_s": args.window,
         "keepalive_ms": args.keepalive_ms,
+        "status_calls": args.status_calls,
+        "status_parallel": args.status_parallel,
         "results": results,
     }, indent=2) + "\n")
 
