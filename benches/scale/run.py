@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -193,6 +194,24 @@ def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_m
             for elapsed_ms, status_bytes in pool.map(timed_status, range(status_calls_timed)):
                 status_times.append(elapsed_ms)
                 status_calls += 1
+
+        def first_byte(_: int) -> float:
+            """Milliseconds until the daemon's first byte of a `status json` answer,
+            read straight from the socket: `mptund status` gives up when it waits
+            longer than its read timeout for the next byte."""
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:
+                control.settimeout(60)
+                start = time.perf_counter()
+                control.connect(str(workdir / "server.sock"))
+                control.sendall(b"status json\n")
+                control.recv(1)
+                waited_ms = (time.perf_counter() - start) * 1e3
+                while control.recv(1 << 20):
+                    pass
+                return waited_ms
+
+        with ThreadPoolExecutor(max_workers=status_parallel) as pool:
+            first_bytes = list(pool.map(first_byte, range(status_parallel)))
         final_sessions = sessions()
         for proc in (loadgen_proc, server):
             if proc is not None:
@@ -219,6 +238,8 @@ def measure(count: int, loadgen: Path, window: float, workdir: Path, keepalive_m
             "status_json_max_ms": round(max(status_times), 1),
             "status_json_bytes": status_bytes,
             "status_json_calls_answered": status_calls,
+            # `--status-parallel` requests at once, read without parsing.
+            "status_first_byte_ms_max": round(max(first_bytes), 1),
         }
 
 
