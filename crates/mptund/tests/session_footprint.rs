@@ -197,7 +197,7 @@ impl Bench {
         result
     }
 
-    fn to_server(&mut self, index: usize, datagrams: &mut Vec<Outgoing>) {
+    fn deliver_to_server(&mut self, index: usize, datagrams: &mut Vec<Outgoing>) {
         let now = self.now;
         for datagram in datagrams.drain(..) {
             // Room made outside the server's account: the vector is the test's.
@@ -213,11 +213,11 @@ impl Bench {
                 }
             });
             self.clients[index].pool().recycle(datagram.packet);
-            self.to_clients(&mut answers);
+            self.deliver_to_clients(&mut answers);
         }
     }
 
-    fn to_clients(&mut self, datagrams: &mut Vec<Outgoing>) {
+    fn deliver_to_clients(&mut self, datagrams: &mut Vec<Outgoing>) {
         let now = self.now;
         for datagram in datagrams.drain(..) {
             let index = usize::from(datagram.destination.port() - 10_000);
@@ -231,7 +231,7 @@ impl Bench {
                 let mut answers = Vec::new();
                 client.handle_datagram(now, received, copy, &mut answers);
                 client.flush_acks(now, &mut answers);
-                self.to_server(index, &mut answers);
+                self.deliver_to_server(index, &mut answers);
             }
             self.charge_server(|server| server.pool().recycle(datagram.packet));
         }
@@ -251,7 +251,7 @@ impl Bench {
                 while let Some(packet) = client.poll_tun_packet() {
                     client.pool().recycle(packet);
                 }
-                self.to_server(index, &mut out);
+                self.deliver_to_server(index, &mut out);
             }
             let mut out = Vec::with_capacity(1024);
             self.charge_server(|server| {
@@ -263,7 +263,7 @@ impl Bench {
                     server.pool().recycle(packet);
                 }
             });
-            self.to_clients(&mut out);
+            self.deliver_to_clients(&mut out);
         }
     }
 }
