@@ -79,7 +79,7 @@ fn challenges(count: usize) -> Vec<Frame<'static>> {
 fn a_datagram_of_challenges_draws_one_answer_no_larger_than_itself() {
     let mut net = Net::established(&[10, 10], Duration::from_millis(50));
     let flood = net.forge_control(0, &challenges(150));
-    let (datagrams, bytes) = net.server_answers(client_addr(0), &[flood.clone()]);
+    let (datagrams, bytes) = net.server_answers(client_addr(0), std::slice::from_ref(&flood));
     assert_eq!(datagrams, 1, "one PathResponse for 150 challenges");
     assert!(bytes <= flood.len(), "{bytes} bytes for {}", flood.len());
     // A hundred of them in one batch still draw one answer per path.
@@ -97,7 +97,7 @@ fn a_new_paths_first_address_gets_at_most_three_times_what_came_from_it() {
     let mut frames = challenges(150);
     frames.push(Frame::Ping { ping_id: 1 });
     let flood = net.forge_control(5, &frames);
-    let (_, bytes) = net.server_answers(VICTIM, &[flood.clone()]);
+    let (_, bytes) = net.server_answers(VICTIM, std::slice::from_ref(&flood));
     assert!(
         bytes <= AMPLIFICATION_FACTOR as usize * flood.len(),
         "{bytes} bytes to an address that sent {}",
