@@ -474,8 +474,9 @@ impl Session {
     /// returns whether any of them asks for an acknowledgement (Ping, Close).
     ///
     /// What one datagram can cost is bounded whatever it carries: at most
-    /// [`MAX_FRAMES_PER_DATAGRAM`] frames are read, a path's Ack counts once, a run
-    /// given up is marked with word operations clamped to the reorder window, and
+    /// [`MAX_FRAMES_PER_DATAGRAM`] frames are read, a path's Ack counts once, the runs
+    /// given up are marked with word operations clamped to the reorder window, one
+    /// window's worth per datagram in all, and
     /// challenges leave one answer per path, for the newest, sent with the
     /// session's next acknowledgements (RFC 9000 section 8.2.2 asks for one
     /// response per challenge; a datagram of challenges gets one).
@@ -491,6 +492,7 @@ impl Session {
         let mut eliciting = false;
         let mut acked_paths = 0u64;
         let mut newest_challenge = None;
+        let mut give_up_left = self.receiver.reorder.capacity() as u32;
         for (count, frame) in wire::frames(frames).enumerate() {
             if count == MAX_FRAMES_PER_DATAGRAM {
                 drops.record(
@@ -537,8 +539,15 @@ impl Session {
                     )
                 }
                 Ok(Frame::GaveUp { first_seq, count }) => {
-                    let reorder = &mut self.receiver.reorder;
-                    reorder.give_up_range(SeqNo(first_seq), u32::from(count));
+                    // One datagram gives up at most one window in all: beyond it
+                    // the buffer has nothing to skip, and each frame would cost
+                    // up to a window's words again.
+                    let count = u32::from(count).min(give_up_left);
+                    if count > 0 {
+                        give_up_left -= count;
+                        let reorder = &mut self.receiver.reorder;
+                        reorder.give_up_range(SeqNo(first_seq), count);
+                    }
                 }
                 Ok(Frame::PathChallenge { token }) => newest_challenge = Some(token),
                 Ok(Frame::PathResponse { token }) => {
