@@ -401,6 +401,8 @@ pub struct SourceRateLimiter {
     capacity: usize,
     buckets: HashMap<IpAddr, Bucket>,
     last_sweep: Option<Instant>,
+    /// Buckets per source network (IPv4 /24, IPv6 /48) instead of per source.
+    by_network: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -418,6 +420,8 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 pub enum RateLimited {
     /// This source used up its bucket.
     SourceOverRate,
+    /// This source's network used up its bucket.
+    NetworkOverRate,
     /// The table is full of active sources; this new one gets no bucket.
     TableFull,
 }
@@ -433,7 +437,16 @@ impl SourceRateLimiter {
             capacity,
             buckets: HashMap::new(),
             last_sweep: None,
+            by_network: false,
         }
+    }
+
+    /// The same limiter with one bucket per source network: an IPv4 /24, an IPv6
+    /// /48 (what one operator or subscriber line holds), so a sender with many
+    /// addresses cannot multiply its rate by them.
+    pub fn per_network(mut self) -> Self {
+        self.by_network = true;
+        self
     }
 
     /// New rate and burst for every source; buckets keep their tokens (capped).
@@ -452,7 +465,11 @@ impl SourceRateLimiter {
 
     /// Takes one init's token from `source`'s bucket.
     pub fn allow(&mut self, now: Instant, source: IpAddr) -> Result<(), RateLimited> {
-        let key = source_key(source);
+        let key = if self.by_network {
+            network_key(source)
+        } else {
+            source_key(source)
+        };
         if !self.buckets.contains_key(&key) && self.buckets.len() >= self.capacity {
             self.sweep(now);
             if self.buckets.len() >= self.capacity {
@@ -505,6 +522,20 @@ fn source_key(source: IpAddr) -> IpAddr {
             let prefix = u128::from(ip) & !((1u128 << 64) - 1);
             IpAddr::V6(prefix.into())
         }
+    }
+}
+
+/// The network a source belongs to: its IPv4 /24 or IPv6 /48 (an IPv4-mapped
+/// address by its IPv4 /24).
+fn network_key(source: IpAddr) -> IpAddr {
+    let v4 = match source {
+        IpAddr::V4(ip) => Some(ip),
+        IpAddr::V6(ip) => ip.to_ipv4_mapped(),
+    };
+    match (v4, source) {
+        (Some(ip), _) => IpAddr::V4((u32::from(ip) & 0xffff_ff00).into()),
+        (None, IpAddr::V6(ip)) => IpAddr::V6((u128::from(ip) & !((1u128 << 80) - 1)).into()),
+        (None, IpAddr::V4(ip)) => IpAddr::V4(ip),
     }
 }
 

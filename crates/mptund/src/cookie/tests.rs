@@ -294,3 +294,29 @@ proptest! {
         prop_assert!(allowed <= 5 + span_ms / 50, "{} allowed in {} ms", allowed, span_ms);
     }
 }
+
+#[test]
+fn a_network_bucket_is_shared_by_every_address_of_the_network() {
+    let start = Instant::now();
+    let mut limiter = SourceRateLimiter::new(80, 20, 16).per_network();
+    // 256 addresses of one /24 get the network's burst between them.
+    let admitted = (0..=255u8)
+        .filter(|&host| {
+            let ip = IpAddr::V4(Ipv4Addr::new(198, 18, 201, host));
+            limiter.allow(start, ip).is_ok()
+        })
+        .count();
+    assert_eq!(admitted, 20);
+    // So do the /64s of one IPv6 /48.
+    let mut limiter = SourceRateLimiter::new(80, 20, 16).per_network();
+    let admitted = (0..256u128)
+        .filter(|&subnet| {
+            let ip = (0x2001_0db8_0001_0000_u128 << 64) | (subnet << 64) | 1;
+            limiter.allow(start, IpAddr::V6(ip.into())).is_ok()
+        })
+        .count();
+    assert_eq!(admitted, 20);
+    // Another network has its own.
+    let other = IpAddr::V4(Ipv4Addr::new(198, 18, 202, 1));
+    assert_eq!(limiter.allow(start, other), Ok(()));
+}

@@ -90,6 +90,11 @@ impl InitQueue {
         self.len
     }
 
+    /// Whether `source` completed a handshake before.
+    pub fn is_known(&self, source: IpAddr) -> bool {
+        self.known_sources.contains(&source)
+    }
+
     /// A source completed a handshake: its next inits go first.
     pub fn remember_source(&mut self, source: IpAddr) {
         if !self.known_sources.insert(source) {

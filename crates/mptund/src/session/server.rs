@@ -46,6 +46,10 @@ const INIT_QUEUE_CAPACITY: usize = 128;
 /// server asks to be woken again at once while inits wait, so this bounds latency,
 /// not the handshake rate.
 pub(super) const INITS_PER_WAKE: usize = 2;
+/// A source network's (IPv4 /24, IPv6 /48) bucket for inits holds this many
+/// sources' worth: one IPv6 /56 holds 256 /64 buckets, and a network with many
+/// addresses must not multiply its rate by them.
+const SOURCES_PER_NETWORK: u32 = 4;
 /// Sources with a token bucket at once (about 64 bytes each): WireGuard's limiter
 /// table size.
 const SOURCE_TABLE_CAPACITY: usize = 8192;
@@ -111,6 +115,8 @@ pub struct ServerCore {
     cookie_secrets: Option<CookieSecrets>,
     cookie_reply_key: CookieReplyKey,
     init_limiter: SourceRateLimiter,
+    /// The same per source network, for sources that never completed a handshake.
+    network_limiter: SourceRateLimiter,
     queued_inits: InitQueue,
     /// Cookie replies made during a batch of reads: they go out after the batch's
     /// acknowledgements ([`Core::flush_acks`]), so a flood never delays the
@@ -159,6 +165,14 @@ impl ServerCore {
                 limits.burst_per_source,
                 SOURCE_TABLE_CAPACITY,
             ),
+            network_limiter: SourceRateLimiter::new(
+                limits
+                    .rate_per_source_per_s
+                    .saturating_mul(SOURCES_PER_NETWORK),
+                limits.burst_per_source.saturating_mul(SOURCES_PER_NETWORK),
+                SOURCE_TABLE_CAPACITY,
+            )
+            .per_network(),
             queued_inits: InitQueue::new(INIT_QUEUE_CAPACITY),
             cookie_replies: Vec::new(),
             cookie_replies_sent: 0,
@@ -266,6 +280,12 @@ impl ServerCore {
             .set_threshold(limits.load_threshold_per_s);
         self.init_limiter
             .set_rate(limits.rate_per_source_per_s, limits.burst_per_source);
+        self.network_limiter.set_rate(
+            limits
+                .rate_per_source_per_s
+                .saturating_mul(SOURCES_PER_NETWORK),
+            limits.burst_per_source.saturating_mul(SOURCES_PER_NETWORK),
+        );
     }
 
     /// The cheap checks an init passes before it may cost Diffie-Hellman, in order:
@@ -319,9 +339,21 @@ impl ServerCore {
                 &detail,
             );
         }
-        if let Err(limited) = self.init_limiter.allow(now, received.from.ip()) {
+        let source = received.from.ip();
+        let mut limited = self.init_limiter.allow(now, source).err();
+        // A source that completed a handshake before (a client back after a reboot,
+        // a fleet behind one carrier NAT) is not held to its network's rate.
+        if limited.is_none() && !self.queued_inits.is_known(source) {
+            limited = match self.network_limiter.allow(now, source) {
+                Ok(()) => None,
+                Err(RateLimited::SourceOverRate) => Some(RateLimited::NetworkOverRate),
+                Err(other) => Some(other),
+            };
+        }
+        if let Some(limited) = limited {
             let why = match limited {
                 RateLimited::SourceOverRate => "its source is over its rate",
+                RateLimited::NetworkOverRate => "its source's network is over its rate",
                 RateLimited::TableFull => "the table of sources is full",
             };
             let detail = format_args!("handshake from {}: {why}", received.from);
