@@ -17,13 +17,13 @@ bin_dir=${CARGO_TARGET_DIR:-fuzz/target}/x86_64-unknown-linux-gnu/release
 declare -A runs=(
     [wire_datagram]=1000000 [wire_frames]=1000000 [inner_packet]=1000000
     [gro_split]=1000000 [control_request]=1000000 [config_file]=50000
-    [server_core]=40000 [client_core]=40000
+    [server_core]=40000 [client_core]=40000 [two_sessions]=10000
 )
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 started=$SECONDS
 for target in wire_datagram wire_frames inner_packet gro_split control_request config_file \
-              server_core client_core; do
+              server_core client_core two_sessions; do
     mkdir -p "$scratch/$target" "fuzz/artifacts/$target"
     begin=$SECONDS
     # TMPDIR: config_file writes its key files under the temporary directory.
