@@ -4,11 +4,16 @@ A Prometheus server (Debian's `prometheus`) in a monitoring namespace scrapes bo
 daemons every second over a management network of its own while a transfer runs
 through the tunnel; then every query of every panel is evaluated through
 Prometheus's HTTP API over the transfer, and each must return data.
+
+The endpoints listen on the management addresses, so they ask for a bearer token
+(`metrics.bearer_token_file`): Prometheus sends it from its `credentials_file`,
+and a request without it, or with another, gets 401.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import subprocess
 import sys
@@ -70,14 +75,26 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path):
             monitor.addr(f"m-{side}", f"{monitor_addr}/30")
             ns.addr("mgmt", f"{daemon_addr}/30")
             targets.append(f"{daemon_addr}:{METRICS_PORT}")
+        # The daemons' token and Prometheus's copy of it, each in a file of its own
+        # (a trailing newline, as `base64` writes it, is not part of the token).
+        token = secrets.token_urlsafe(32)
+        daemon_token = pair.workdir / "metrics.token"
+        daemon_token.write_text(token + "\n")
+        daemon_token.chmod(0o600)
+        prometheus_token = tmp_path / "prometheus.token"
+        prometheus_token.write_text(token + "\n")
+        prometheus_token.chmod(0o600)
         for config in pair.write_configs():
             side = config.stem
             config.write_text(config.read_text().replace(
                 f'listen = "127.0.0.1:{METRICS_PORT}"',
-                f'listen = "{MANAGEMENT[side][1]}:{METRICS_PORT}"'))
+                f'listen = "{MANAGEMENT[side][1]}:{METRICS_PORT}"\n'
+                f'bearer_token_file = "{daemon_token}"'))
         (tmp_path / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-            "scrape_configs:\n  - job_name: mptund\n    static_configs:\n"
+            "scrape_configs:\n  - job_name: mptund\n"
+            f"    authorization:\n      credentials_file: {prometheus_token}\n"
+            "    static_configs:\n"
             f"      - targets: {json.dumps(targets)}\n")
         server = monitor.popen(prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
                                f"--storage.tsdb.path={tmp_path / 'data'}",
@@ -102,6 +119,25 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path):
                 return False
             return len(found) == 2 and all(t["health"] == "up" for t in found)
         wait_for(both_targets_up, 30, "Prometheus to scrape both daemons", interval=0.5)
+
+        # Without the token, or with another, the endpoint answers 401 with the
+        # challenge; Prometheus's scrapes carry it.
+        for side in ("client", "server"):
+            url = f"http://{MANAGEMENT[side][1]}:{METRICS_PORT}/metrics"
+            for header in ([], ["-H", "Authorization: Bearer wrong"],
+                           ["-H", f"Authorization: Basic {token}"]):
+                answer = monitor.output("curl", "-sS", "-i", "--max-time", "5", *header, url)
+                assert answer.startswith("HTTP/1.1 401"), answer
+                assert 'www-authenticate: Bearer realm="mptund"' in answer, answer
+                assert "mptund_sessions" not in answer
+            ok = monitor.output("curl", "-sS", "--max-time", "5", "-H",
+                                f"Authorization: Bearer {token}", url)
+            assert "\nmptund_sessions 1" in ok, ok[:400]
+        # Both daemons counted the three refusals, and Prometheus scraped the counts.
+        def refusals_scraped():
+            found = api("query", query="mptund_metrics_unauthorized_requests_total")["result"]
+            return len(found) == 2 and all(float(r["value"][1]) == 3 for r in found)
+        wait_for(refusals_scraped, 10, "Prometheus to scrape the 401 counts", interval=0.5)
 
         count = 40_000_000
         start = time.time()

@@ -114,8 +114,12 @@ def test_spoofed_copies_draw_at_most_three_times_their_bytes_to_the_victim():
     # No path ever moved to the victim, and the refusals were counted.
     assert sorted(path["remote"].split(":")[0] for path in paths) == [
         "198.18.1.2", "198.18.2.2"]
-    assert all(path["validations_succeeded"] == 0 for path in paths)
-    started = sum(path["validations_started"] for path in paths)
+    # The one validation that succeeded on each path but the handshake's was of
+    # its first address, when the path opened.
+    first_addresses = sum(path["validations_succeeded"] for path in paths)
+    assert all(path["validations_succeeded"] <= 1 for path in paths)
+    assert first_addresses == len(paths) - 1
+    started = sum(path["validations_started"] for path in paths) - first_addresses
     assert drops["replayed"] > 0
     assert drops["unvalidated_path"] + started > 0
     # Each validation failed (one still running at the stop is not counted yet).

@@ -260,6 +260,44 @@ def test_status_table_and_json_during_a_transfer(tunnel):
     assert mode == 0o600, oct(mode)
 
 
+# ---- state directory ---------------------------------------------------------------
+
+def test_the_client_keeps_its_handshake_timestamp_ceiling_across_a_restart():
+    with Testbed() as bed:
+        client_ns, server_ns, uplinks = direct_topology(bed, 1)
+        pair = DaemonPair(bed, client_ns, server_ns, uplinks)
+        client_config, _ = pair.write_configs()
+        state = pair.workdir / "state"
+        state.mkdir(mode=0o700)
+        client_config.write_text(client_config.read_text().replace(
+            'private_key_file = "client.key"\n',
+            f'private_key_file = "client.key"\nstate_directory = "{state}"\n', 1))
+        before = time.time_ns()
+        pair.start_server()
+        pair.start_client()
+        pair.wait_established(15)
+        stored = state / "client.handshake-timestamp"
+        first = int(stored.read_text())
+        # Stored before the first init went out: its timestamp plus a minute.
+        assert before + 59 * 10**9 < first < time.time_ns() + 61 * 10**9, (before, first)
+        assert stat_mode(stored) == 0o600
+        assert sorted(p.name for p in state.iterdir()) == ["client.handshake-timestamp"]
+        # A restart goes on above the stored ceiling, whatever the clock says, and
+        # stores a higher one before its first init.
+        bed.stop_process(pair.client_proc)
+        pair.client_log.close()
+        pair.start_client()
+        pair.wait_established(15)
+        second = int(stored.read_text())
+        assert second >= first + 60 * 10**9, (first, second)
+        assert "handshake timestamps are kept across restarts" in pair.log("client")
+        pair.stop()
+
+
+def stat_mode(path: Path) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
 # ---- systemd -----------------------------------------------------------------------
 
 def test_unit_file_passes_systemd_analyze_verify(tmp_path):
@@ -269,8 +307,11 @@ def test_unit_file_passes_systemd_analyze_verify(tmp_path):
                       "PrivateTmp=yes", "CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW",
                       "AmbientCapabilities=CAP_NET_ADMIN CAP_NET_RAW",
                       "DeviceAllow=/dev/net/tun", "RuntimeDirectory=mptund",
+                      "StateDirectory=mptund", "After=time-sync.target",
                       "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"):
         assert directive in text, directive
+    # time-sync.target is passive: pulled in by the time service, only ordered after.
+    assert "Wants=time-sync.target" not in text
     # verify wants the programs in ExecStart to exist: the test copy runs the
     # workspace's binary and reads its configuration from the temporary directory.
     binary = mptund_binary()

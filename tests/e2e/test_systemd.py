@@ -290,6 +290,8 @@ def test_a_transfer_through_the_hardened_unit(gateway):
                       "User": "mptund"}, limits
     mounts = box.output("cat", f"/proc/{pid}/mountinfo")
     assert re.search(r"^\S+ \S+ \S+ / / ro[,\s]", mounts, re.M), mounts
+    # StateDirectory=: the one other place it may write, its own and private.
+    assert box.output("stat", "-c", "%a %U", "/var/lib/mptund").strip() == "700 mptund"
 
     gateway.pair.start_client()
     gateway.wait_for_tunnel(20, "the tunnel to the hardened unit")

@@ -135,7 +135,7 @@ fn hmac_16(key: &hmac::Key, parts: &[&[u8]]) -> [u8; 16] {
 
 /// Compares without an early exit, so the time taken does not reveal how many
 /// leading bytes matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

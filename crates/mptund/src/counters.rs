@@ -40,7 +40,7 @@ drop_reasons! {
     StaleKey => "stale_key", "A datagram sealed under keys older than the reject time or past their message limit, or one the session may no longer send because its keys expired.";
     CookieRequired => "cookie_required", "A handshake init the server, under load, answered with a cookie reply instead of processing it: it had no valid mac2 for its source address.";
     HandshakeRateLimited => "handshake_rate_limited", "A handshake init from a source address that used up its token bucket, or a new source while the bucket table was full of active ones.";
-    HandshakeQueueFull => "handshake_queue_full", "A handshake init that found the queue of inits waiting for Diffie-Hellman full.";
+    HandshakeQueueFull => "handshake_queue_full", "A handshake init that found the queue of inits waiting for Diffie-Hellman full, or that an init from a source network with fewer waiting took the place of.";
     CookieReplyRejected => "cookie_reply_rejected", "A cookie reply that was malformed, answered no init in progress, or failed to authenticate under that init's mac1.";
     UnconfirmedSession => "unconfirmed_session", "A new handshake's session was replaced by a newer one before the client proved its keys.";
     UnvalidatedPath => "unvalidated_path", "An authenticated datagram from a new address that may not start a path validation (not the newest counter on its path), or a path challenge withheld because the address has not sent a third of its cost yet.";

@@ -4,6 +4,11 @@
 //! positions late). The buffer is built outside the timed part (it
 //! allocates its window once, at session start).
 //!
+//! Two more measure what a hostile peer can make one datagram cost (issue 64):
+//! 184 GaveUp frames each naming 65,535 numbers behind a packet held at the far
+//! end of the window, and a packet 2^31 - 1 ahead that pushes a window holding
+//! 64 packets forward.
+//!
 //! `cargo bench -p mptund-sched --bench reorder`
 
 use std::hint::black_box;
@@ -16,6 +21,9 @@ use mptund_sched::{ReorderBuffer, ReorderConfig, SeqNo};
 const PACKETS: u32 = 4096;
 /// How far the slow path's packets lag behind the fast path's.
 const DISPLACEMENT: u32 = 20;
+/// GaveUp frames (9 bytes: a 3-byte header and a 6-byte body) in one datagram of
+/// about 1,690 bytes, as in the attack of issue 64.
+const GAVE_UP_FRAMES: u32 = 184;
 
 fn config() -> ReorderConfig {
     ReorderConfig {
@@ -86,6 +94,38 @@ fn bench_reorder(c: &mut Criterion) {
         )
     });
     group.finish();
+
+    let mut hostile = c.benchmark_group("reorder_hostile");
+    hostile.bench_function("gave_up_flood_184_frames", |b| {
+        b.iter_batched(
+            || {
+                let mut buffer = fresh();
+                let _ = buffer.insert(now, SeqNo(PACKETS - 1), 0);
+                buffer
+            },
+            |mut buffer| {
+                for frame in 0..GAVE_UP_FRAMES {
+                    buffer.give_up_range(black_box(SeqNo(frame)), u32::from(u16::MAX));
+                }
+                buffer.poll_release(now)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    hostile.bench_function("jump_2_31_past_64_held", |b| {
+        b.iter_batched(
+            || {
+                let mut buffer = fresh();
+                for seq in (1..PACKETS).step_by(64) {
+                    let _ = buffer.insert(now, SeqNo(seq), seq);
+                }
+                buffer
+            },
+            |mut buffer| buffer.insert(now, black_box(SeqNo((1 << 31) - 1)), 0),
+            BatchSize::SmallInput,
+        )
+    });
+    hostile.finish();
 }
 
 criterion_group!(benches, bench_reorder);

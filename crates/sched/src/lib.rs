@@ -61,6 +61,7 @@ pub use reorder::{
     AdaptiveHold, DelayEqualizer, DelayLine, Equalization, EqualizeScope, HoldBounds,
     HoldHistogram, RejectReason, Rejected, ReorderBuffer, ReorderConfig, ReorderStats,
     DATA_ACTIVE_WINDOW, HEARD_WINDOW, HOLD_BUCKET_BOUNDS, MAX_REORDER_CAPACITY,
+    REORDER_WORK_PER_CALL,
 };
 pub use round_robin::RoundRobin;
 pub use scheduler::Scheduler;

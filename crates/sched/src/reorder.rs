@@ -17,18 +17,32 @@
 //! remembers, for the last `capacity` sequence numbers behind the release
 //! point, which were delivered. Anything older is rejected as too old.
 //!
-//! Memory is fixed at construction: one slot per sequence number of the
-//! window `[next_expected, next_expected + capacity)`, a bitmap for the
-//! history, and two bounded queues. A packet beyond the window is not dropped:
+//! Memory is bounded at construction: one slot per sequence number of the
+//! window `[next_expected, next_expected + capacity)` (allocated as packets
+//! arrive further ahead), three bits per slot (held, given up, and for the
+//! history delivered), and two bounded queues. A packet beyond the window is not dropped:
 //! the window is pushed forward ("forced advance") and whatever it leaves
 //! behind is released in order, skipping what never arrived.
 //!
 //! The hold time need not be fixed: [`AdaptiveHold`] follows the measured
 //! one-way-delay spread between the paths and the caller applies its target
 //! with [`ReorderBuffer::set_max_hold`]. When the sender reports that it gave
-//! up on a sequence number (lost, and no path left to re-send it on),
-//! [`ReorderBuffer::give_up`] lets the buffer skip it at once instead of
-//! waiting out the hold for a packet that will never come.
+//! up on sequence numbers (lost, and no path left to re-send them on),
+//! [`ReorderBuffer::give_up_range`] lets the buffer skip them at once instead of
+//! waiting out the hold for packets that will never come.
+//!
+//! Cost: the sequence numbers and counts come from the peer, so no call may do
+//! work that grows with them: a hostile peer would choose them to burn the
+//! forwarding thread (issue 64: handled one number at a time, the GaveUp frames
+//! of one datagram cost 1.4 ms). The slot bits are kept 64 slots to a word, so
+//! marking a range, skipping a gap and pushing the window forward work a word
+//! at a time and visit only the packets actually held: one call costs
+//! O(capacity / 64 + packets it moves), whatever the values. A range is clamped
+//! to the window, and a jump beyond the window passes the rest in one step.
+//! Besides, the arrival queue drops each stale entry once (one per packet
+//! inserted) and the window's growth allocates under `3 * capacity` slots over
+//! the buffer's life. [`ReorderBuffer::work_units`] counts this work, so tests
+//! and fuzzers can check the bound without a clock.
 //!
 //! Order alone leaves the inner flow's delay jumping between the paths' delays;
 //! [`DelayEqualizer`] and [`DelayLine`] hand packets on at one delay (see
@@ -41,8 +55,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use self::bitmap::SlotBits;
 use crate::seq::SeqNo;
 
+mod bitmap;
 mod equalize;
 mod hold;
 #[cfg(test)]
@@ -66,6 +82,13 @@ fn relative_delay_us(reference: &mut Option<u32>, raw_owd_us: u32) -> i64 {
 /// clamped. 2^20 packets is ~1.5 GB of 1500-byte packets in the window, far
 /// beyond any bandwidth-delay product a set of cellular uplinks reaches.
 pub const MAX_REORDER_CAPACITY: usize = 1 << 20;
+/// Bound on the work of one [`ReorderBuffer`] call (insert, give-up,
+/// `poll_release`), in multiples of `capacity / 64 + packets the call moves + 1`,
+/// the amortized upkeep aside; see [`ReorderBuffer::work_units`]. A call does a
+/// handful of runs over the slot bits, each at most `capacity / 64 + 1` words (a
+/// run that wraps around the end touches one word twice), and a few units per
+/// packet it moves; the property test finds 5 enough and checks 8.
+pub const REORDER_WORK_PER_CALL: u64 = 8;
 /// The window a buffer starts with, in slots: enough for the reordering of a few
 /// milliseconds; it doubles on demand up to the configured capacity.
 const MIN_WINDOW_SLOTS: usize = 64;
@@ -196,8 +219,6 @@ pub struct ReorderBuffer<T> {
     max_hold: Duration,
     /// Window size in packets, a power of two.
     capacity: u32,
-    /// `capacity - 1`: bitmap index of a sequence number.
-    index_mask: u32,
     /// Lowest sequence number neither released nor skipped; the window starts here.
     next_expected: SeqNo,
     /// Packets of the window, slot `seq & (window.len() - 1)`. Grows in powers of two
@@ -214,16 +235,17 @@ pub struct ReorderBuffer<T> {
     arrival_order: VecDeque<SeqNo>,
     /// Bound on `arrival_order`; when reached, stale entries are compacted away.
     arrival_order_limit: usize,
-    /// One bit per sequence number behind `next_expected` (index `seq & index_mask`):
-    /// set if it was delivered (or is queued in `ready`), clear if skipped.
-    delivered: Vec<u64>,
-    /// How many sequence numbers behind `next_expected` `delivered` describes
-    /// (grows from 0 at start up to `capacity`).
+    /// Three bits per slot `seq & (capacity - 1)`:
+    /// - `held`: the window holds `seq`. Lets a skip or a forced advance step over
+    ///   empty runs a word at a time and visit only the packets held.
+    /// - `abandoned`: the sender gave up on `seq` (within the window), skip it
+    ///   without waiting. Cleared as the release point passes the slot.
+    /// - `delivered`: `seq` behind `next_expected` was delivered (or is queued in
+    ///   `ready`); clear if skipped.
+    slots: SlotBits,
+    /// How many sequence numbers behind `next_expected` the `delivered` bits
+    /// describe (grows from 0 at start up to `capacity`).
     history_len: u32,
-    /// One bit per window slot (index `seq & index_mask`): the sender gave up on
-    /// this sequence number, skip it without waiting. Cleared as the release
-    /// point passes the slot.
-    abandoned: Vec<u64>,
     /// Packets that left the window (forced advance) or arrived late, waiting
     /// for `poll_release`; always released before the window.
     ready: VecDeque<Held<T>>,
@@ -234,6 +256,31 @@ pub struct ReorderBuffer<T> {
     /// How long the latest gap needed, for [`ReorderBuffer::take_needed_wait`].
     needed_wait: Option<Duration>,
     stats: ReorderStats,
+    work: Work,
+}
+
+/// Work a [`ReorderBuffer`] did, counted without a clock; see
+/// [`ReorderBuffer::work_units`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Work {
+    /// Words of slot bits read or written plus packets put into, moved within or
+    /// taken out of the buffer: what the bound of one call covers.
+    steps: u64,
+    /// Stale `arrival_order` entries dropped: each once, so at most one per packet
+    /// ever inserted into the window. (A compaction would add the queue's length,
+    /// but none happens: the queue holds the window's packets plus the stale
+    /// entries of packets inserted after the oldest held one and released before
+    /// it, fewer than `capacity` since they lie within one window behind it.)
+    arrival_entries: u64,
+    /// Window slots allocated or emptied as the window grew: under `3 * capacity`
+    /// over the buffer's life, since the window only doubles.
+    window_slots: u64,
+}
+
+impl Work {
+    fn total(&self) -> u64 {
+        self.steps + self.arrival_entries + self.window_slots
+    }
 }
 
 impl<T> ReorderBuffer<T> {
@@ -249,20 +296,19 @@ impl<T> ReorderBuffer<T> {
         ReorderBuffer {
             max_hold: config.max_hold,
             capacity: capacity as u32,
-            index_mask: capacity as u32 - 1,
             next_expected: first_expected,
             window: (0..MIN_WINDOW_SLOTS.min(capacity)).map(|_| None).collect(),
             window_len: 0,
             arrival_order: VecDeque::new(),
             arrival_order_limit,
-            delivered: vec![0; capacity.div_ceil(64)],
+            slots: SlotBits::new(capacity as u32),
             history_len: 0,
-            abandoned: vec![0; capacity.div_ceil(64)],
             ready: VecDeque::new(),
             ready_limit,
             last_timeout_skip: None,
             needed_wait: None,
             stats: ReorderStats::default(),
+            work: Work::default(),
         }
     }
 
@@ -302,6 +348,10 @@ impl<T> ReorderBuffer<T> {
             item,
         });
         self.window_len += 1;
+        let (slot, bit) = self.slots.slot_mut(seq);
+        slot.held |= bit;
+        // One bitmap word, one packet.
+        self.work.steps += 2;
         self.record_arrival(seq);
         Ok(())
     }
@@ -310,6 +360,7 @@ impl<T> ReorderBuffer<T> {
     /// missing and its gap has not expired yet. Call until `None`.
     pub fn poll_release(&mut self, now: Instant) -> Option<T> {
         if let Some(held) = self.ready.pop_front() {
+            self.work.steps += 1;
             return Some(self.account_release(now, held));
         }
         if self.window_len == 0 {
@@ -323,11 +374,19 @@ impl<T> ReorderBuffer<T> {
             self.last_timeout_skip = Some((now, self.max_hold));
             self.skip_gap();
         }
-        let index = self.slot(self.next_expected);
+        let seq = self.next_expected;
+        let index = self.slot(seq);
         let held = self.window[index].take()?;
         self.window_len -= 1;
-        self.set_delivered(self.next_expected, true);
-        self.advance_release_point(1);
+        let (slot, bit) = self.slots.slot_mut(seq);
+        slot.held &= !bit;
+        slot.delivered |= bit;
+        // The slot now belongs to `seq + capacity`, not given up.
+        slot.abandoned &= !bit;
+        // One word group, one packet.
+        self.work.steps += 2;
+        self.next_expected = seq.next();
+        self.history_len = (self.history_len + 1).min(self.capacity);
         self.drop_stale_arrivals();
         Some(self.account_release(now, held))
     }
@@ -378,26 +437,49 @@ impl<T> ReorderBuffer<T> {
     /// Ignored for sequence numbers already released or skipped, already
     /// buffered, or beyond the window. Call `poll_release` afterwards.
     pub fn give_up(&mut self, seq: SeqNo) {
-        let ahead = self.next_expected.distance_to(seq);
-        if ahead < 0 || ahead as u32 >= self.capacity {
-            return;
-        }
-        if !self.holds(seq) {
-            let index = self.index(seq);
-            self.abandoned[index / 64] |= 1 << (index % 64);
-        }
+        self.give_up_range(seq, 1);
     }
 
-    /// PROVISIONAL (replaced by the word-level version): gives up a run.
+    /// [`ReorderBuffer::give_up`] for the `count` sequence numbers from `first`
+    /// (wrapping), as a GaveUp frame carries them. Only the part within the window
+    /// `[next_expected, next_expected + capacity)` is marked, a word at a time, so
+    /// the cost is at most two runs of `capacity / 64` words whatever `first` and
+    /// `count` are.
     pub fn give_up_range(&mut self, first: SeqNo, count: u32) {
-        for offset in 0..count.min(self.capacity) {
-            self.give_up(first.add(offset));
+        let capacity = u64::from(self.capacity);
+        let count = u64::from(count);
+        // Offsets forward from the release point, mod 2^32: the range covers
+        // `start..start + count`, and offsets past 2^32 wrap around to 0.
+        let start = u64::from(first.0.wrapping_sub(self.next_expected.0));
+        if start < capacity {
+            let end = (start + count).min(capacity);
+            self.abandon_run(start as u32, (end - start) as u32);
+        }
+        // A range that runs from behind the window all the way around the
+        // sequence space also covers `0..start + count - 2^32`.
+        let wrapped_end = (start + count).saturating_sub(1 << 32).min(capacity);
+        if wrapped_end > 0 {
+            self.abandon_run(0, wrapped_end as u32);
         }
     }
 
-    /// PROVISIONAL: work counter.
+    /// Marks `len` sequence numbers from `next_expected + offset` (all within the
+    /// window) as given up, except those the window holds.
+    fn abandon_run(&mut self, offset: u32, len: u32) {
+        let start = self.next_expected.add(offset);
+        self.work.steps += self.slots.update_run(start, len, |slot, run| {
+            slot.abandoned |= run & !slot.held;
+        });
+    }
+
+    /// Work done since creation, in units that do not depend on the clock: words
+    /// of slot bits read or written plus packets put in, moved or taken out, plus
+    /// the amortized upkeep of the arrival queue and of window growth. For tests
+    /// and fuzzing: one call costs at most [`REORDER_WORK_PER_CALL`] times
+    /// `capacity / 64 + packets it moves + 1`, plus the upkeep, which over the
+    /// buffer's life is at most one unit per packet inserted plus `3 * capacity`.
     pub fn work_units(&self) -> u64 {
-        0
+        self.work.total()
     }
 
     /// Counters since creation.
@@ -431,13 +513,17 @@ impl<T> ReorderBuffer<T> {
         if behind > self.history_len {
             return Err(self.reject(item, RejectReason::TooOld));
         }
-        if self.is_delivered(seq) {
+        self.work.steps += 1;
+        let (slot, bit) = self.slots.slot(seq);
+        if slot.delivered & bit != 0 {
             return Err(self.reject(item, RejectReason::Duplicate));
         }
         if self.ready.len() >= self.ready_limit {
             return Err(self.reject(item, RejectReason::Backlogged));
         }
-        self.set_delivered(seq, true);
+        let (slot, bit) = self.slots.slot_mut(seq);
+        slot.delivered |= bit;
+        self.work.steps += 1;
         self.ready.push_back(Held {
             seq,
             arrived: now,
@@ -454,105 +540,121 @@ impl<T> ReorderBuffer<T> {
 
     /// Moves the release point to `new_start`, queueing the packets it passes
     /// for release in order and skipping the sequence numbers it finds empty.
+    /// Visits only the packets held; empty runs are passed a word at a time.
     fn force_advance(&mut self, new_start: SeqNo) {
         self.stats.forced_advances += 1;
-        let jump = self.next_expected.distance_to(new_start) as u32;
+        let old_start = self.next_expected;
+        let jump = old_start.distance_to(new_start) as u32;
+        // Only the old window, the first `scanned` numbers passed, can hold
+        // packets or given-up marks; the history keeps the last `scanned` passed:
+        // delivered where the old window holds the number, skipped elsewhere.
         let scanned = jump.min(self.capacity);
-        let mut in_gap = false;
-        for _ in 0..scanned {
-            let seq = self.next_expected;
-            match self.take_held(seq) {
-                Some(held) => {
-                    self.window_len -= 1;
-                    self.set_delivered(seq, true);
-                    self.clear_abandoned(seq);
-                    self.ready.push_back(held);
-                    in_gap = false;
-                }
-                None => {
-                    self.set_delivered(seq, false);
-                    self.clear_abandoned(seq);
-                    self.stats.seqs_skipped += 1;
-                    if !in_gap {
-                        self.stats.gaps_skipped += 1;
-                        in_gap = true;
-                    }
-                }
+        let history_start = old_start.add(jump - scanned);
+        let in_old_window = scanned.saturating_sub(jump - scanned);
+        self.work.steps += self.slots.update_run(history_start, scanned, |slot, run| {
+            slot.delivered &= !run;
+        });
+        self.work.steps += self
+            .slots
+            .update_run(history_start, in_old_window, |slot, run| {
+                slot.delivered |= slot.held & run;
+            });
+
+        // Queue the held packets in order; every run of empty numbers before,
+        // between or after them is one skipped gap.
+        let mut passed = 0u32;
+        loop {
+            let (found, words) =
+                self.slots
+                    .first_in_run(old_start.add(passed), scanned - passed, |slot| slot.held);
+            self.work.steps += words;
+            let Some(empty_before) = found else { break };
+            self.count_skipped_gap(empty_before);
+            let seq = old_start.add(passed + empty_before);
+            let (slot, bit) = self.slots.slot_mut(seq);
+            slot.held &= !bit;
+            if let Some(held) = self.take_held(seq) {
+                self.window_len -= 1;
+                self.ready.push_back(held);
             }
-            self.next_expected = seq.next();
+            // One word group, one packet.
+            self.work.steps += 2;
+            passed += empty_before + 1;
         }
-        // Beyond one window nothing can be buffered: skip the rest in one go,
-        // clearing only the history bits that stay within reach.
-        let unscanned = jump - scanned;
-        if unscanned > 0 {
-            self.stats.seqs_skipped += u64::from(unscanned);
-            if !in_gap {
-                self.stats.gaps_skipped += 1;
-            }
-            let remembered = unscanned.min(self.capacity);
-            for offset in unscanned - remembered..unscanned {
-                self.set_delivered(self.next_expected.add(offset), false);
-            }
-            self.next_expected = self.next_expected.add(unscanned);
-        }
+        // Beyond the window nothing can be held: the rest is one gap.
+        self.count_skipped_gap(jump - passed);
+        // Every slot passed now belongs to a number of the new window.
+        self.work.steps += self.slots.update_run(old_start, scanned, |slot, run| {
+            slot.abandoned &= !run;
+        });
+        self.next_expected = new_start;
         self.history_len = self.history_len.saturating_add(jump).min(self.capacity);
         self.drop_stale_arrivals();
     }
 
-    /// Gives up on the missing sequence numbers at the release point.
-    /// The window must hold at least one packet.
-    fn skip_gap(&mut self) {
-        let mut skipped = 0;
-        while !self.holds(self.next_expected) {
-            self.set_delivered(self.next_expected, false);
-            self.advance_release_point(1);
-            skipped += 1;
+    /// Counts a skipped run of `len` missing sequence numbers (none when 0).
+    fn count_skipped_gap(&mut self, len: u32) {
+        if len > 0 {
+            self.stats.gaps_skipped += 1;
+            self.stats.seqs_skipped += u64::from(len);
         }
-        self.stats.gaps_skipped += 1;
-        self.stats.seqs_skipped += skipped;
+    }
+
+    /// Gives up on the missing sequence numbers at the release point, up to the
+    /// first packet held. The window must hold at least one packet.
+    fn skip_gap(&mut self) {
+        let (found, words) = self
+            .slots
+            .first_in_run(self.next_expected, self.capacity, |slot| slot.held);
+        self.work.steps += words;
+        debug_assert!(found.is_some(), "skip_gap with an empty window");
+        let missing = found.unwrap_or(0);
+        self.skip_run(missing);
+        self.count_skipped_gap(missing);
     }
 
     /// Skips the run of missing sequence numbers at the release point that the
     /// sender gave up on; counts it as one gap.
     fn skip_abandoned(&mut self) {
-        let mut skipped = 0;
-        while skipped < self.capacity
-            && !self.holds(self.next_expected)
-            && self.is_abandoned(self.next_expected)
-        {
-            self.set_delivered(self.next_expected, false);
-            self.advance_release_point(1);
-            skipped += 1;
+        // The common case, nothing given up here, costs one bit test.
+        let (slot, bit) = self.slots.slot(self.next_expected);
+        if slot.abandoned & !slot.held & bit == 0 {
+            return;
         }
-        if skipped > 0 {
-            self.stats.gaps_skipped += 1;
-            self.stats.seqs_skipped += u64::from(skipped);
-            self.stats.seqs_skipped_early += u64::from(skipped);
-            self.drop_stale_arrivals();
-        }
+        // The run ends at the first number held or not given up.
+        let (found, words) = self
+            .slots
+            .first_in_run(self.next_expected, self.capacity, |slot| {
+                slot.held | !slot.abandoned
+            });
+        self.work.steps += words;
+        let skipped = found.unwrap_or(self.capacity);
+        self.skip_run(skipped);
+        self.count_skipped_gap(skipped);
+        self.stats.seqs_skipped_early += u64::from(skipped);
+        self.drop_stale_arrivals();
+    }
+
+    /// Moves the release point past `len` (at most `capacity`) missing sequence
+    /// numbers: remembered as not delivered, and their given-up marks cleared, as
+    /// their slots now belong to the numbers `capacity` further on.
+    fn skip_run(&mut self, len: u32) {
+        self.work.steps += self.slots.update_run(self.next_expected, len, |slot, run| {
+            slot.delivered &= !run;
+            slot.abandoned &= !run;
+        });
+        self.next_expected = self.next_expected.add(len);
+        self.history_len = self.history_len.saturating_add(len).min(self.capacity);
     }
 
     fn is_abandoned(&self, seq: SeqNo) -> bool {
-        let index = self.index(seq);
-        self.abandoned[index / 64] & (1 << (index % 64)) != 0
-    }
-
-    /// The release point is leaving `seq`: its slot is free for `seq + capacity`.
-    fn clear_abandoned(&mut self, seq: SeqNo) {
-        let index = self.index(seq);
-        self.abandoned[index / 64] &= !(1 << (index % 64));
-    }
-
-    fn advance_release_point(&mut self, count: u32) {
-        for offset in 0..count {
-            self.clear_abandoned(self.next_expected.add(offset));
-        }
-        self.next_expected = self.next_expected.add(count);
-        self.history_len = self.history_len.saturating_add(count).min(self.capacity);
+        let (slot, bit) = self.slots.slot(seq);
+        slot.abandoned & bit != 0
     }
 
     fn record_arrival(&mut self, seq: SeqNo) {
         if self.arrival_order.len() >= self.arrival_order_limit {
+            self.work.arrival_entries += self.arrival_order.len() as u64;
             let window = &self.window;
             self.arrival_order
                 .retain(|&queued| window_holds(window, queued));
@@ -567,6 +669,7 @@ impl<T> ReorderBuffer<T> {
                 break;
             }
             self.arrival_order.pop_front();
+            self.work.arrival_entries += 1;
         }
     }
 
@@ -590,11 +693,6 @@ impl<T> ReorderBuffer<T> {
             RejectReason::Backlogged => self.stats.backlogged += 1,
         }
         Rejected { item, reason }
-    }
-
-    /// The bitmap index of `seq`.
-    fn index(&self, seq: SeqNo) -> usize {
-        (seq.0 & self.index_mask) as usize
     }
 
     /// The window slot of `seq`.
@@ -626,26 +724,12 @@ impl<T> ReorderBuffer<T> {
             .next_power_of_two()
             .min(self.capacity as usize);
         let mut window: Vec<Option<Held<T>>> = (0..len).map(|_| None).collect();
+        self.work.window_slots += (len + self.window.len()) as u64;
         for held in self.window.drain(..).flatten() {
             let index = slot_of(&window, held.seq);
             window[index] = Some(held);
         }
         self.window = window;
-    }
-
-    fn is_delivered(&self, seq: SeqNo) -> bool {
-        let index = self.index(seq);
-        self.delivered[index / 64] & (1 << (index % 64)) != 0
-    }
-
-    fn set_delivered(&mut self, seq: SeqNo, delivered: bool) {
-        let index = self.index(seq);
-        let bit = 1u64 << (index % 64);
-        if delivered {
-            self.delivered[index / 64] |= bit;
-        } else {
-            self.delivered[index / 64] &= !bit;
-        }
     }
 }
 

@@ -221,6 +221,7 @@ const TOP_LEVEL_CLIENT: &[&str] = &[
     "log",
     "metrics",
     "control",
+    "state_directory",
 ];
 /// Keys of the top level of a server configuration.
 const TOP_LEVEL_SERVER: &[&str] = &[
@@ -237,14 +238,15 @@ const TOP_LEVEL_SERVER: &[&str] = &[
     "metrics",
     "control",
     "handshake",
+    "limits",
 ];
 
 /// Advice for a key that does not exist here; `field` is its dotted path.
 fn unknown_field_hint(field: &str, unknown: &str, known: &[&str], mode: Mode) -> String {
     // Keys that exist, but in the other mode's file.
     let other_mode = match (mode, unknown) {
-        (Mode::Client, "listen" | "peer" | "handshake") => Some(Mode::Server),
-        (Mode::Server, "server" | "path") => Some(Mode::Client),
+        (Mode::Client, "listen" | "peer" | "handshake" | "limits") => Some(Mode::Server),
+        (Mode::Server, "server" | "path" | "state_directory") => Some(Mode::Client),
         _ => None,
     };
     let top_level = match mode {

@@ -141,6 +141,10 @@ pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(10);
 /// 9477 is free in the Prometheus default port allocations list.
 pub const DEFAULT_METRICS_LISTEN: SocketAddr =
     SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9477);
+/// Default `metrics.max_connections`: a few Prometheus servers (an HA pair, a
+/// federation) and an operator's curl, with room to spare; each connection costs a
+/// task and a socket, under the unit's `LimitNOFILE=1024`.
+pub const DEFAULT_METRICS_MAX_CONNECTIONS: usize = 16;
 /// Directory of the control sockets when `[control] socket` is not set: the
 /// systemd unit's `RuntimeDirectory=mptund`.
 pub const DEFAULT_CONTROL_DIR: &str = "/run/mptund";
@@ -330,6 +334,63 @@ pub struct MetricsConfig {
     /// Where `/metrics` is served over HTTP; `None` when switched off (no
     /// `[metrics]` table, or `enabled = false`).
     pub listen: Option<SocketAddr>,
+    /// The token a request must carry (`Authorization: Bearer <token>`), read from
+    /// `bearer_token_file`; `None`: every request is served.
+    pub bearer_token: Option<BearerToken>,
+    /// Connections served at once; a connection beyond them is closed at once.
+    pub max_connections: usize,
+}
+
+impl MetricsConfig {
+    /// No endpoint.
+    pub fn off() -> Self {
+        Self {
+            listen: None,
+            bearer_token: None,
+            max_connections: DEFAULT_METRICS_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// The metrics endpoint's bearer token, as read from `metrics.bearer_token_file`.
+/// Only its SHA-256 digest is kept, and `Debug` prints neither.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken {
+    /// The file it was read from (resolved against the configuration's directory).
+    pub file: PathBuf,
+    digest: [u8; 32],
+}
+
+impl BearerToken {
+    /// The token `token` (already trimmed and checked), read from `file`.
+    pub fn new(file: PathBuf, token: &[u8]) -> Self {
+        Self {
+            file,
+            digest: sha256(token),
+        }
+    }
+
+    /// Whether `presented` is the token. The digests are compared, in constant time:
+    /// neither the time taken nor an early exit tells how much of a guess matched,
+    /// or how long the token is.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        crate::cookie::constant_time_eq(&sha256(presented), &self.digest)
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut digest = [0u8; 32];
+    digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+    digest
+}
+
+impl fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BearerToken")
+            .field("file", &self.file)
+            .field("token", &format_args!("{REDACTED}"))
+            .finish()
+    }
 }
 
 /// The `[control]` table: the Unix socket `mptund status` reads from.
@@ -383,6 +444,10 @@ pub struct ClientConfig {
     pub metrics: MetricsConfig,
     /// Control socket.
     pub control: ControlConfig,
+    /// Where the daemon keeps its handshake timestamp across restarts
+    /// (`state_directory`); `None`: the systemd unit's `StateDirectory=` (in
+    /// `$STATE_DIRECTORY`) if there is one, else nowhere.
+    pub state_directory: Option<PathBuf>,
 }
 
 /// One `[[peer]]` table of a server: a client allowed to connect.
@@ -458,6 +523,7 @@ impl fmt::Debug for ClientConfig {
             .field("log", &self.log)
             .field("metrics", &self.metrics)
             .field("control", &self.control)
+            .field("state_directory", &self.state_directory)
             .finish()
     }
 }
@@ -478,6 +544,7 @@ impl fmt::Debug for ServerConfig {
             .field("metrics", &self.metrics)
             .field("control", &self.control)
             .field("handshake", &self.handshake)
+            .field("limits", &self.limits)
             .finish()
     }
 }

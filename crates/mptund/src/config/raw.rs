@@ -30,6 +30,7 @@ pub(super) struct RawClient {
     pub log: Option<Sp<RawLog>>,
     pub metrics: Option<Sp<RawMetrics>>,
     pub control: Option<Sp<RawControl>>,
+    pub state_directory: Option<Sp<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -171,6 +172,8 @@ pub(super) struct RawLog {
 pub(super) struct RawMetrics {
     pub enabled: Option<Sp<bool>>,
     pub listen: Option<Sp<String>>,
+    pub bearer_token_file: Option<Sp<String>>,
+    pub max_connections: Option<Sp<i64>>,
 }
 
 /// `[control]`: the control socket `mptund status` talks to.

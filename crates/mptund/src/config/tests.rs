@@ -275,11 +275,24 @@ fn examples_commented_fields_are_real() {
         .replace(
             "# socket = \"/run/mptund/client.sock\"",
             "socket = \"/run/mptund/client.sock\"",
+        )
+        .replace(
+            "# bearer_token_file = \"/etc/mptund/metrics.token\"",
+            "bearer_token_file = \"metrics.token\"",
+        )
+        .replace("# max_connections = 16", "max_connections = 16")
+        .replace(
+            "# state_directory = \"/var/lib/mptund\"",
+            "state_directory = \".\"",
         );
+    dir.write_key("metrics.token", TOKEN, 0o600);
     let config = client(parse("client.toml", &client_text, &dir.path).unwrap());
     assert_eq!(config.tun.mtu, Some(1400));
     assert_eq!(config.paths[0].endpoint, addr("198.18.0.2:51900"));
     assert_eq!(config.metrics.listen, Some(DEFAULT_METRICS_LISTEN));
+    assert!(config.metrics.bearer_token.is_some());
+    assert_eq!(config.metrics.max_connections, 16);
+    assert_eq!(config.state_directory, Some(dir.path.join(".")));
     assert_eq!(
         config.control.socket,
         Some(PathBuf::from("/run/mptund/client.sock"))
@@ -373,7 +386,8 @@ fn minimal_client_gets_defaults() {
 fn metrics_off_and_control_socket_named_after_the_file_by_default() {
     let dir = KeyDir::new();
     let config = client(parse("/etc/mptund/train.toml", MINIMAL_CLIENT, &dir.path).unwrap());
-    assert_eq!(config.metrics, MetricsConfig { listen: None });
+    assert_eq!(config.metrics, MetricsConfig::off());
+    assert_eq!(config.state_directory, None);
     assert_eq!(
         config.control.socket,
         Some(PathBuf::from("/run/mptund/train.sock"))
@@ -395,6 +409,97 @@ fn metrics_and_control_tables() {
     let text = format!("{MINIMAL_SERVER}[metrics]\nenabled = false\nlisten = \"127.0.0.1:1\"\n");
     let config = server(parse("server.toml", &text, &dir.path).unwrap());
     assert_eq!(config.metrics.listen, None);
+}
+
+const TOKEN: &str = "hL3o0o1GQ5mVwS7ZcAeYg8uXbN2kRtP9fJ4dE6iK+/0=";
+
+#[test]
+fn metrics_token_and_connection_cap() {
+    let dir = KeyDir::new();
+    let file = dir.write_key("metrics.token", &format!("  {TOKEN}\n"), 0o600);
+    let text = format!(
+        "{MINIMAL_SERVER}[metrics]\nlisten = \"[::]:9100\"\nbearer_token_file = \"metrics.token\"\nmax_connections = 4\n"
+    );
+    let loaded = parse("server.toml", &text, &dir.path).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let metrics = server(loaded).metrics;
+    assert_eq!(metrics.max_connections, 4);
+    let token = metrics.bearer_token.unwrap();
+    assert_eq!(token.file, file);
+    assert!(
+        token.matches(TOKEN.as_bytes()),
+        "read without the whitespace around it"
+    );
+    assert!(!token.matches(format!("{TOKEN}\n").as_bytes()));
+    assert!(!token.matches(b""));
+
+    let text = format!("{MINIMAL_SERVER}[metrics]\n");
+    let metrics = server(parse("server.toml", &text, &dir.path).unwrap()).metrics;
+    assert_eq!(metrics.bearer_token, None);
+    assert_eq!(metrics.max_connections, DEFAULT_METRICS_MAX_CONNECTIONS);
+    assert_eq!(DEFAULT_METRICS_MAX_CONNECTIONS, 16);
+
+    // A new token in the same file is a new configuration (a reload applies it).
+    let text = format!("{MINIMAL_SERVER}[metrics]\nbearer_token_file = \"metrics.token\"\n");
+    let before = parse("server.toml", &text, &dir.path).unwrap();
+    dir.write_key("metrics.token", "another-token\n", 0o600);
+    let after = parse("server.toml", &text, &dir.path).unwrap();
+    assert_ne!(before, after);
+}
+
+#[test]
+fn metrics_on_other_hosts_without_a_token_is_a_warning() {
+    let dir = KeyDir::new();
+    dir.write_key("metrics.token", TOKEN, 0o640);
+    let warnings = |tables: &str| {
+        parse(
+            "server.toml",
+            &format!("{MINIMAL_SERVER}{tables}"),
+            &dir.path,
+        )
+        .unwrap()
+        .warnings
+    };
+    for listen in ["0.0.0.0:9477", "[::]:9477", "198.18.200.2:9477"] {
+        let found = warnings(&format!("[metrics]\nlisten = \"{listen}\"\n"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("server.toml:12: metrics.listen: ")
+                && found[0].contains(listen)
+                && found[0].contains("bearer_token_file")
+                && found[0].contains("credentials_file"),
+            "{found:?}"
+        );
+    }
+    for tables in [
+        "[metrics]\n",
+        "[metrics]\nlisten = \"127.0.0.1:9477\"\n",
+        "[metrics]\nlisten = \"[::1]:9477\"\n",
+        "[metrics]\nlisten = \"[::]:9477\"\nbearer_token_file = \"metrics.token\"\n",
+        "[metrics]\nenabled = false\nlisten = \"[::]:9477\"\n",
+    ] {
+        assert!(
+            warnings(tables).is_empty(),
+            "{tables}: {:?}",
+            warnings(tables)
+        );
+    }
+    // A token every user of the host may read still works, with a warning.
+    dir.write_key("metrics.token", TOKEN, 0o644);
+    let found = warnings("[metrics]\nbearer_token_file = \"metrics.token\"\n");
+    assert!(
+        found.len() == 1 && found[0].contains("mode 644") && found[0].contains("chmod o-rwx"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn the_state_directory_is_resolved_next_to_the_file() {
+    let dir = KeyDir::new();
+    std::fs::create_dir(dir.path.join("state")).unwrap();
+    let text = MINIMAL_CLIENT.replace("[tun]", "state_directory = \"state\"\n[tun]");
+    let config = client(parse("client.toml", &text, &dir.path).unwrap());
+    assert_eq!(config.state_directory, Some(dir.path.join("state")));
 }
 
 #[test]
@@ -520,6 +625,12 @@ fn debug_never_prints_the_private_key() {
     let printed = format!("{server_loaded:?}");
     assert!(!printed.contains(&encode_key(&test_private_key(101))));
     assert!(!printed.contains("101, 102, 103"));
+
+    dir.write_key("metrics.token", TOKEN, 0o600);
+    let text = format!("{MINIMAL_SERVER}[metrics]\nbearer_token_file = \"metrics.token\"\n");
+    let printed = format!("{:?}", parse("server.toml", &text, &dir.path).unwrap());
+    assert!(printed.contains("metrics.token") && printed.contains("<redacted>"));
+    assert!(!printed.contains(TOKEN));
 }
 
 // ---- configurations that do not ------------------------------------------
@@ -644,6 +755,15 @@ fn broken_configs() -> Vec<Broken> {
         c("metrics listen not an address", format!("{MINIMAL_CLIENT}[metrics]\nlisten = \"localhost:9477\"\n"), Some(13), "metrics.listen", "\"localhost:9477\" is not an address:port", "\"127.0.0.1:9477\""),
         c("metrics listen port 0", format!("{MINIMAL_CLIENT}[metrics]\nlisten = \"127.0.0.1:0\"\n"), Some(13), "metrics.listen", "cannot be listened on", "and a port"),
         c("metrics field misspelt", format!("{MINIMAL_CLIENT}[metrics]\nlisen = \"127.0.0.1:9477\"\n"), Some(13), "metrics.lisen", "unknown field `lisen`", "did you mean `listen`?"),
+        c("metrics token file missing", format!("{MINIMAL_CLIENT}[metrics]\nbearer_token_file = \"missing.token\"\n"), Some(13), "metrics.bearer_token_file", "missing.token does not exist", "head -c 32 /dev/urandom | base64 >"),
+        c("metrics token file empty", format!("{MINIMAL_CLIENT}[metrics]\nbearer_token_file = \"empty.token\"\n"), Some(13), "metrics.bearer_token_file", "empty.token is empty", "credentials_file"),
+        c("metrics token with a space", format!("{MINIMAL_CLIENT}[metrics]\nbearer_token_file = \"spaced.token\"\n"), Some(13), "metrics.bearer_token_file", "holds a space", "printable ASCII"),
+        c("metrics token file is a directory", format!("{MINIMAL_CLIENT}[metrics]\nbearer_token_file = \".\"\n"), Some(13), "metrics.bearer_token_file", "is not a regular file", "holds the token"),
+        c("metrics token file path empty", format!("{MINIMAL_CLIENT}[metrics]\nbearer_token_file = \"\"\n"), Some(13), "metrics.bearer_token_file", "is empty", "remove bearer_token_file"),
+        c("metrics connection cap out of range", format!("{MINIMAL_CLIENT}[metrics]\nmax_connections = 0\n"), Some(13), "metrics.max_connections", "0 connections is out of range", "from 1 to 256 connections (default 16)"),
+        c("state directory missing", client_with("[tun]", "state_directory = \"nowhere\"\n[tun]"), Some(3), "state_directory", "nowhere does not exist", "StateDirectory=mptund"),
+        c("state directory is a file", client_with("[tun]", "state_directory = \"client.key\"\n[tun]"), Some(3), "state_directory", "is not a directory", "/var/lib/mptund"),
+        s("state directory in a server", server_with("[tun]", "state_directory = \"/var/lib/mptund\"\n[tun]"), Some(4), "state_directory", "unknown field `state_directory`", "belongs in a client configuration"),
         c("empty control socket", format!("{MINIMAL_CLIENT}[control]\nsocket = \"\"\n"), Some(13), "control.socket", "is empty", "enabled = false"),
         c("control socket path too long", format!("{MINIMAL_CLIENT}[control]\nsocket = \"/run/{}.sock\"\n", "x".repeat(120)), Some(13), "control.socket", "more than a Unix socket path may be", "shorter path"),
         s("missing listen", server_with("listen = \"0.0.0.0:51900\"\n", ""), None, "listen", "required field `listen` is missing", "listen = \"0.0.0.0:51900\""),
@@ -660,6 +780,9 @@ fn broken_configs() -> Vec<Broken> {
         s("burst not an integer", format!("{MINIMAL_SERVER}[handshake]\nburst_per_source = 5.5\n"), Some(12), "handshake.burst_per_source", "expected an integer", "whole number"),
         s("handshake field misspelt", format!("{MINIMAL_SERVER}[handshake]\nrate_per_source = 20\n"), Some(12), "handshake.rate_per_source", "unknown field `rate_per_source`", "did you mean `rate_per_source_per_s`?"),
         c("server table in a client", format!("{MINIMAL_CLIENT}[handshake]\nload_threshold_per_s = 100\n"), Some(12), "handshake", "unknown field `handshake`", "belongs in a server configuration"),
+        s("paths per session out of range", format!("{MINIMAL_SERVER}[limits]\nmax_paths_per_session = 65\n"), Some(12), "limits.max_paths_per_session", "65 paths is out of range", "from 1 to 64 paths (default 8)"),
+        s("memory budget too small", format!("{MINIMAL_SERVER}[limits]\nmemory_budget_mib = 4\n"), Some(12), "limits.memory_budget_mib", "4 MiB is out of range", "from 16 to 1048576 MiB (default 192)"),
+        c("limits in a client", format!("{MINIMAL_CLIENT}[limits]\nmax_paths_per_session = 4\n"), Some(12), "limits", "unknown field `limits`", "belongs in a server configuration"),
         s("client timer in a server", format!("{MINIMAL_SERVER}[timers]\nsession_timeout_ms = 60000\n"), Some(12), "timers.session_timeout_ms", "not a server setting", "the server counterpart is `session_idle_timeout_ms`"),
     ]
 }
@@ -673,6 +796,8 @@ fn broken_configs_are_reported_precisely() {
         &format!("{}\n", encode_key_bytes(&[7; 16])),
         0o600,
     );
+    dir.write_key("empty.token", " \n", 0o600);
+    dir.write_key("spaced.token", "two words\n", 0o600);
     let mut failures = Vec::new();
     for case in broken_configs() {
         let err = match parse(case.file, &case.text, &dir.path) {

@@ -15,6 +15,7 @@ mod ops;
 mod reload;
 mod settings;
 mod snapshot;
+mod state;
 mod status;
 mod tun;
 mod udp;
@@ -131,7 +132,16 @@ async fn run_client(
 
     let settings = settings::client(&config, tun_mtu);
     let pool = pool_for(tun_mtu, &settings.session.reorder);
-    let core = ClientCore::new(Instant::now(), Box::new(unix_nanos_now), settings, pool);
+    let mut core = ClientCore::new(Instant::now(), Box::new(unix_nanos_now), settings, pool);
+    let timestamp_file = state::TimestampFile::for_client(&config);
+    match &timestamp_file {
+        Some(file) => {
+            let stored = file.read();
+            tracing::info!(file = %file.path().display(), stored, "handshake timestamps are kept across restarts");
+            core.resume_handshake_timestamps(stored);
+        }
+        None => tracing::info!("no state directory (state_directory, or the unit's StateDirectory=): handshake timestamps are not kept across restarts"),
+    }
     let slots = config
         .paths
         .iter()
@@ -144,9 +154,9 @@ async fn run_client(
         .filter_map(|path| Some((path.name.clone(), path.interface.clone()?)))
         .collect();
     let ops = Ops::start(whole, interfaces)?;
-    EventLoop::new(core, tun, tun_mtu, slots, stats_interval, options)
-        .run(ops)
-        .await
+    let mut event_loop = EventLoop::new(core, tun, tun_mtu, slots, stats_interval, options);
+    event_loop.timestamp_file = timestamp_file;
+    event_loop.run(ops).await
 }
 
 async fn run_server(
@@ -245,6 +255,8 @@ struct EventLoop<C: Core> {
     stats_interval: Option<Duration>,
     next_stats: Option<Instant>,
     options: RunOptions,
+    /// Where a client keeps its handshake timestamp ceiling, if anywhere.
+    timestamp_file: Option<state::TimestampFile>,
 }
 
 /// What became of one send.
@@ -284,6 +296,7 @@ impl<C: Core> EventLoop<C> {
             stats_interval,
             next_stats: None,
             options,
+            timestamp_file: None,
         }
     }
 
@@ -428,7 +441,7 @@ impl<C: Core> EventLoop<C> {
 
     async fn run(mut self, mut ops: Ops) -> anyhow::Result<()>
     where
-        C: reload::ApplyConfig,
+        C: reload::ApplyConfig + state::KeepsState,
     {
         let mut sigterm =
             signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -461,6 +474,11 @@ impl<C: Core> EventLoop<C> {
             ops.notifier.handle_timeout(now);
             if self.engine.poll_timeout().is_some_and(|at| at <= now) {
                 self.engine.handle_timeout(now);
+            }
+            // A handshake that waits for its timestamp ceiling to be stored goes
+            // out at the next wake-up, which the core then asks for at once.
+            if let Some(file) = &mut self.timestamp_file {
+                self.engine.core_mut().keep_state(file);
             }
             if now >= next_socket_retry {
                 next_socket_retry = now + SOCKET_RETRY;

@@ -11,13 +11,13 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::control::{self, ControlSocket};
 use super::metrics;
 use super::notify::Notifier;
 use super::snapshot::{Interfaces, ReportSource};
-use crate::config::Config;
+use crate::config::{Config, MetricsConfig};
 use crate::session::Report;
 
 /// What a wait on [`Ops`] found.
@@ -40,6 +40,9 @@ pub struct Ops {
     pub config: Config,
     /// Path name to interface, for metrics and status; a reload replaces it.
     pub interfaces: Interfaces,
+    /// The metrics endpoint's token and connection cap, while it runs; a reload
+    /// replaces them.
+    metrics_policy: Option<watch::Sender<metrics::Policy>>,
 }
 
 impl Ops {
@@ -52,6 +55,7 @@ impl Ops {
         let interfaces = Interfaces::new(interfaces);
         let (source, requests) = ReportSource::channel();
         let sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        let mut metrics_policy = None;
         if let Some(listen) = config.metrics().listen {
             let listener = std::net::TcpListener::bind(listen)
                 .and_then(|listener| {
@@ -64,8 +68,16 @@ impl Ops {
                         config.source().display()
                     )
                 })?;
-            tracing::info!(%listen, "metrics at http://{listen}/metrics");
-            tokio::spawn(metrics::serve(listener, source.clone(), interfaces.clone()));
+            let metrics_config = config.metrics();
+            tracing::info!(%listen, token = metrics_config.bearer_token.is_some(), max_connections = metrics_config.max_connections, "metrics at http://{listen}/metrics");
+            let (policy, watched) = watch::channel(metrics::Policy::of(metrics_config));
+            metrics_policy = Some(policy);
+            tokio::spawn(metrics::serve(
+                listener,
+                source.clone(),
+                interfaces.clone(),
+                watched,
+            ));
         }
         let control = match &config.control().socket {
             Some(path) => {
@@ -90,7 +102,30 @@ impl Ops {
             _control: control,
             config: config.clone(),
             interfaces,
+            metrics_policy,
         })
+    }
+
+    /// Puts a reloaded `[metrics]` token and connection cap in force: for the
+    /// next connection and request (the address needs a restart).
+    pub fn apply_metrics(&self, config: &MetricsConfig) {
+        let Some(policy) = &self.metrics_policy else {
+            return;
+        };
+        let new = metrics::Policy::of(config);
+        policy.send_if_modified(|running| {
+            if *running == new {
+                return false;
+            }
+            if running.token != new.token {
+                match &new.token {
+                    Some(token) => tracing::info!(file = %token.file.display(), "metrics: the bearer token is in force"),
+                    None => tracing::info!("metrics: no bearer token is asked for any more"),
+                }
+            }
+            *running = new;
+            true
+        });
     }
 
     /// Registers for wake-ups and says what is ready.

@@ -18,10 +18,11 @@
 //! - the scheduler (name and parameters) is rebuilt and swapped into every session;
 //! - reorder hold bounds, adaptivity and delay equalization, send queue limits, path
 //!   timeout, probe and keepalive intervals, handshake retry, session timeouts, stats
-//!   interval.
+//!   interval;
+//! - the metrics endpoint's bearer token (its file is read again) and connection cap.
 //!
 //! What needs a restart ([`restart_needed`]): the role, keys, the client's cipher, the TUN device, the
-//! server's listen address, the metrics and control sockets, the reorder buffer's
+//! server's listen address, the metrics and control sockets, the client's state directory, the reorder buffer's
 //! capacity, the congestion controller, the maximum ACK delay, and a path whose MTU
 //! is smaller than the running TUN MTU.
 
@@ -100,6 +101,7 @@ pub(super) fn reload<E: ApplyConfig>(event_loop: &mut EventLoop<E>, ops: &mut Op
                                 .collect(),
                         );
                     }
+                    ops.apply_metrics(loaded.config.metrics());
                     ops.config = loaded.config;
                     tracing::info!("reload: the new configuration is in effect");
                     "running; new configuration applied"
@@ -156,7 +158,8 @@ pub fn restart_needed(running: &Config, new: &Config) -> Option<(String, &'stati
     if running.tun().mtu != new.tun().mtu {
         return field("tun.mtu", tun);
     }
-    if running.metrics() != new.metrics() {
+    // The token and the connection cap apply live (`Ops::apply_metrics`).
+    if running.metrics().listen != new.metrics().listen {
         return field("metrics.listen", "the metrics endpoint is bound at start");
     }
     if running.control() != new.control() {
@@ -191,6 +194,10 @@ pub fn restart_needed(running: &Config, new: &Config) -> Option<(String, &'stati
         (Config::Client(a), Config::Client(b)) if a.cipher != b.cipher => {
             field("server.cipher", "the session's keys were made for it")
         }
+        (Config::Client(a), Config::Client(b)) if a.state_directory != b.state_directory => field(
+            "state_directory",
+            "the handshake timestamp is read from it at start",
+        ),
         (Config::Server(a), Config::Server(b)) if a.listen != b.listen => {
             field("listen", "the server's socket is bound at start")
         }
@@ -466,6 +473,34 @@ mod tests {
             restart_needed(&Config::Client(old.clone()), &Config::Client(new)).unwrap();
         assert_eq!(field, "server.cipher");
         assert!(restart_needed(&Config::Client(old.clone()), &Config::Client(old)).is_none());
+    }
+
+    #[test]
+    fn a_new_metrics_token_or_cap_applies_live_and_a_new_address_needs_a_restart() {
+        let token =
+            std::env::temp_dir().join(format!("mptund-reload-{}.token", std::process::id()));
+        std::fs::write(&token, "a-token\n").unwrap();
+        let metrics = |listen: &str, extra: &str| {
+            Config::Client(client(&format!(
+                "{LTE}[metrics]\nlisten = \"{listen}\"\n{extra}"
+            )))
+        };
+        let running = metrics("127.0.0.1:9477", "");
+        let with_token = metrics(
+            "127.0.0.1:9477",
+            &format!(
+                "bearer_token_file = {:?}\nmax_connections = 4\n",
+                token.display().to_string()
+            ),
+        );
+        std::fs::remove_file(&token).unwrap();
+        assert_ne!(running, with_token);
+        assert_eq!(restart_needed(&running, &with_token), None);
+        let moved = metrics("127.0.0.1:9478", "");
+        assert_eq!(
+            restart_needed(&running, &moved).map(|(field, _)| field),
+            Some("metrics.listen".to_owned())
+        );
     }
 
     #[test]

@@ -47,6 +47,15 @@ pub fn table(report: &Report, interfaces: &Interfaces) -> String {
         .filter(|(_, &count)| count > 0)
         .map(|(reason, count)| format!("{reason}={count}"))
         .collect();
+    if let Some(memory) = report.memory {
+        let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
+        let _ = writeln!(
+            out,
+            "\nmemory: {:.1} of {:.0} MiB held by the sessions",
+            mib(memory.held_bytes),
+            mib(memory.budget_bytes)
+        );
+    }
     if report.cookie_replies_sent > 0 {
         let _ = writeln!(
             out,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use mptund_sched::{build_scheduler, PathId};
 
+use super::handshake_time::{retry_delay, system_random, InitClock, RandomSource, WallClock};
 use super::receive::{ArrivalPath, ReceiveContext};
 use super::{
     random_session_id, refuse, Core, KeyPair, Outgoing, PathSettings, Received, Report, Session,
@@ -93,10 +94,6 @@ struct Handshaking {
     renews: Option<SessionId>,
 }
 
-/// Reads the wall clock, in nanoseconds since the UNIX epoch: the daemon's is the
-/// system clock, tests step their own.
-pub type WallClock = Box<dyn FnMut() -> u64 + Send>;
-
 pub struct ClientCore {
     settings: ClientSettings,
     /// The paths while no session is established; a session borrows them.
@@ -110,10 +107,11 @@ pub struct ClientCore {
     /// server may still remember a removed path), and renumbered from 0 for each new
     /// session.
     next_path_id: u8,
-    wall_clock: WallClock,
-    /// The last handshake timestamp sent: the next one is later even when the wall
+    /// The timestamps of the inits: later than the last one sent even when the wall
     /// clock stepped back (a router that booted before NTP synchronised it).
-    last_handshake_nanos: Option<u64>,
+    init_clock: InitClock,
+    /// Draws the jitter of the handshake retries.
+    random: RandomSource,
     pool: BufferPool,
     deliver: VecDeque<Packet>,
     drops: DropCounters,
@@ -127,7 +125,9 @@ pub struct ClientCore {
 }
 
 impl ClientCore {
-    /// `wall_clock` is read at every handshake for its timestamp.
+    /// `wall_clock` is read at every handshake for its timestamp; the retries'
+    /// jitter comes from the operating system ([`ClientCore::with_random_source`]
+    /// gives another source).
     pub fn new(
         now: Instant,
         wall_clock: WallClock,
@@ -154,13 +154,39 @@ impl ClientCore {
             next_handshake_at: now,
             handshake_rotation: 0,
             next_path_id,
-            wall_clock,
-            last_handshake_nanos: None,
+            init_clock: InitClock::new(wall_clock),
+            random: system_random(),
             pool,
             deliver: VecDeque::with_capacity(1024),
             drops: DropCounters::default(),
             sessions_established: 0,
         }
+    }
+
+    /// The same client, drawing its retries' jitter from `random` (tests).
+    pub fn with_random_source(mut self, random: RandomSource) -> Self {
+        self.random = random;
+        self
+    }
+
+    /// Makes the handshake timestamps increase across restarts: `stored` is the
+    /// ceiling the last run stored (`None` if none was). From now on an init goes
+    /// out only once a ceiling above its timestamp is stored: the daemon takes it
+    /// from [`ClientCore::timestamp_to_store`] and answers
+    /// [`ClientCore::timestamp_stored`].
+    pub fn resume_handshake_timestamps(&mut self, stored: Option<u64>) {
+        self.init_clock.resume(stored);
+    }
+
+    /// A timestamp ceiling to store before the next handshake can go out.
+    pub fn timestamp_to_store(&self) -> Option<u64> {
+        self.init_clock.to_store()
+    }
+
+    /// The daemon stored `ceiling` (or could not, and lets the handshake go out
+    /// anyway); the waiting handshake is due at once.
+    pub fn timestamp_stored(&mut self, ceiling: u64) {
+        self.init_clock.stored(ceiling);
     }
 
     fn paths_mut(&mut self) -> &mut Vec<SessionPath> {
@@ -339,27 +365,21 @@ impl ClientCore {
         (usize::from(PathId::MAX_IN_SET) + 1).saturating_sub(usize::from(self.next_path_id))
     }
 
+    /// The running session, for tests that forge what its peer could send.
+    #[cfg(test)]
+    pub(super) fn session_mut(&mut self) -> Option<&mut Session> {
+        self.session.as_mut()
+    }
+
     /// The running session's local id, if one is established.
     pub fn session_id(&self) -> Option<SessionId> {
         self.session.as_ref().map(|session| session.local_id)
     }
 
-    /// The wall clock, or one past the last timestamp sent if that is later: the
-    /// server refuses an init that is not newer than the last one it accepted.
-    fn handshake_timestamp(&mut self) -> u64 {
-        let wall = (self.wall_clock)();
-        let timestamp = match self.last_handshake_nanos {
-            Some(last) => wall.max(last.saturating_add(1)),
-            None => wall,
-        };
-        self.last_handshake_nanos = Some(timestamp);
-        timestamp
-    }
-
     /// Sends a HandshakeInit on the next path in turn: for a new session, or to
     /// renew the keys of the one established.
     fn start_handshake(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
-        self.next_handshake_at = now + self.settings.handshake_retry;
+        self.next_handshake_at = now + retry_delay(self.settings.handshake_retry, (self.random)());
         let renews = self
             .session
             .as_ref()
@@ -382,6 +402,13 @@ impl ClientCore {
             tracing::debug!("no path socket open; handshake postponed");
             return;
         }
+        // The server refuses an init that is not newer than the last one it
+        // accepted from this client.
+        let Some(unix_time_nanos) = self.init_clock.next() else {
+            // A higher ceiling is stored first; the init goes out once it is.
+            self.next_handshake_at = now;
+            return;
+        };
         let retry = self.retry_on_socket.take().and_then(|socket| {
             candidates
                 .iter()
@@ -399,7 +426,7 @@ impl ClientCore {
         let fields = handshake::InitFields {
             sender: local_id,
             path_id: path_id.0,
-            unix_time_nanos: self.handshake_timestamp(),
+            unix_time_nanos,
             renews,
             aead: self.settings.aead,
         };
@@ -436,6 +463,7 @@ impl ClientCore {
                     destination: remote,
                     source_ip: None,
                     path: path_id,
+                    owner: super::HANDSHAKES,
                     packet,
                 });
                 self.handshake = Some(Handshaking {
@@ -727,7 +755,10 @@ impl Core for ClientCore {
                 );
                 if session.peer_closed {
                     self.end_session(now, "the server closed it");
-                    self.next_handshake_at = now + self.settings.handshake_retry;
+                    // Every client of a server that shuts down hears this at once:
+                    // the jitter keeps their handshakes from arriving in step.
+                    self.next_handshake_at =
+                        now + retry_delay(self.settings.handshake_retry, (self.random)());
                 }
             }
             Ok(PacketType::HandshakeInit) | Err(_) => {
@@ -754,18 +785,23 @@ impl Core for ClientCore {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
+        // While a timestamp ceiling waits to be stored no handshake is due: the
+        // daemon stores it after this step, and the handshake is due at once then.
+        let handshake_at = (!self.init_clock.waiting_for_store()).then_some(self.next_handshake_at);
         match &self.session {
             Some(session) => {
                 let silent = session.last_received + self.settings.session_timeout;
-                let renewal = session.keys.rekey_due().max(self.next_handshake_at);
-                let deadline = silent.min(session.keys.expiry()).min(renewal);
+                let mut deadline = silent.min(session.keys.expiry());
+                if let Some(handshake_at) = handshake_at {
+                    deadline = deadline.min(session.keys.rekey_due().max(handshake_at));
+                }
                 Some(
                     session
                         .poll_timeout()
                         .map_or(deadline, |at| at.min(deadline)),
                 )
             }
-            None => Some(self.next_handshake_at),
+            None => handshake_at,
         }
     }
 

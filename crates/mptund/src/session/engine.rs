@@ -52,9 +52,12 @@ impl<C: Core> Engine<C> {
         let result = step(&mut self.core, &mut produced);
         for outgoing in produced.drain(..) {
             if let Err(refused) = self.transmits.push(outgoing) {
-                let error =
-                    io::Error::new(io::ErrorKind::WouldBlock, "the socket's send queue is full");
-                self.core.on_send_failed(now, refused.path, &error);
+                let detail = format_args!(
+                    "session {} on path {}: its share of the socket's send queue is waiting",
+                    refused.owner.0, refused.path.0
+                );
+                self.core
+                    .record_drop(now, DropReason::TransmitShare, &detail);
                 self.core.pool().recycle(refused.packet);
             }
         }
@@ -252,7 +255,7 @@ mod tests {
         let (mut engine, now) = client();
         let mut buffer = Vec::new();
         while engine.poll_transmit(0, 64, &mut buffer).is_some() {}
-        let before = engine.core().drops().get(DropReason::SendFailed);
+        let before = engine.core().drops().get(DropReason::TransmitShare);
         engine.produce(now, |core, out| {
             for _ in 0..=MAX_WAITING_PER_SOCKET {
                 out.push(Outgoing {
@@ -261,11 +264,12 @@ mod tests {
                     destination: SERVER,
                     source_ip: None,
                     path: mptund_sched::PathId(0),
+                    owner: crate::wire::SessionId(1),
                 });
             }
         });
         assert_eq!(
-            engine.core().drops().get(DropReason::SendFailed),
+            engine.core().drops().get(DropReason::TransmitShare),
             before + 1
         );
         let mut sent = 0;

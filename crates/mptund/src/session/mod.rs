@@ -27,6 +27,8 @@ mod codel;
 pub mod ecn;
 mod engine;
 mod fec;
+mod handshake_time;
+mod init_queue;
 pub mod inner;
 mod keyring;
 mod migration;
@@ -62,7 +64,7 @@ pub use engine::Engine;
 pub use keyring::KeyPair;
 pub use path::{PathSettings, SessionPath};
 pub use queue::SendQueueConfig;
-pub use report::{PathReport, Report, SessionReport};
+pub use report::{MemoryReport, PathReport, Report, SessionReport};
 pub use server::{PeerSettings, ServerCore, ServerSettings};
 pub use share::{
     ServerLimits, DEFAULT_MAX_PATHS_PER_SESSION, DEFAULT_MEMORY_BUDGET_MIB, MIN_MEMORY_BUDGET_MIB,
@@ -85,7 +87,13 @@ pub struct Outgoing {
     /// Source address to send from (the server answers from the address it was reached at).
     pub source_ip: Option<IpAddr>,
     pub path: PathId,
+    /// The session it belongs to ([`HANDSHAKES`] for handshake messages): a socket's
+    /// queue is shared fairly between sessions.
+    pub owner: SessionId,
 }
+
+/// The owner of handshake messages in a socket's queue (session ids are never zero).
+pub const HANDSHAKES: SessionId = SessionId(0);
 
 /// Where a datagram came from.
 #[derive(Clone, Copy, Debug)]

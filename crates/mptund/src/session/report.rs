@@ -19,6 +19,16 @@ pub struct Report {
     pub drops: std::collections::BTreeMap<&'static str, u64>,
     /// Server: handshake inits answered with a cookie reply (under load).
     pub cookie_replies_sent: u64,
+    /// Server: the packet buffers the sessions hold against the memory budget.
+    pub memory: Option<MemoryReport>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MemoryReport {
+    /// Bytes of packet buffers the sessions hold.
+    pub held_bytes: u64,
+    /// `[limits] memory_budget_mib`, in bytes.
+    pub budget_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -41,6 +51,9 @@ pub struct SessionReport {
     pub reinjected: u64,
     /// Inner packets that had to wait because every path was full (a counter).
     pub queued: u64,
+    /// Packet buffers the session holds (reorder buffer, queues, copies kept for
+    /// repair, parity decoders): what the server's memory budget counts.
+    pub held_packets: usize,
     /// Inner packets waiting for a free path right now.
     pub send_queue_depth: usize,
     /// ECN-capable inner packets the send queue's AQM marked instead of dropping (a
@@ -270,6 +283,7 @@ impl SessionReport {
             parity_sent: session.counters.parity_sent,
             parity_rebuilt: session.counters.parity_rebuilt,
             parity_unrecoverable: session.counters.parity_unrecoverable,
+            held_packets: session.held_packets(),
             // Last: moves the stats once the fields above have read them.
             reorder_stats: reorder,
         }
@@ -294,6 +308,7 @@ impl Report {
             sessions,
             idle_paths,
             cookie_replies_sent: 0,
+            memory: None,
             drops: drops
                 .iter()
                 .map(|(reason, count)| (reason.as_str(), count))

@@ -295,6 +295,7 @@ impl Session {
             destination,
             source_ip: path.local_ip,
             path: path_id,
+            owner: self.local_id,
             packet,
         });
     }
@@ -405,6 +406,7 @@ impl Session {
                 .expect("only paths with an address are scheduled"),
             source_ip: path.local_ip,
             path: path.id,
+            owner: self.local_id,
             packet,
         };
         (outgoing, parity_due)
@@ -475,6 +477,7 @@ impl Session {
             destination,
             source_ip,
             path: path_id,
+            owner: self.local_id,
             packet,
         })
     }

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use mptund_sched::{build_scheduler, PathId};
 
+use super::handshake_time::PeerTimestamp;
+use super::init_queue::{InitQueue, QueuedInit};
 use super::receive::{ArrivalPath, ReceiveContext};
 use super::share::{MemoryLedger, ServerLimits};
 use super::timers::SessionTimers;
@@ -69,8 +71,9 @@ pub struct ServerSettings {
 
 struct Peer {
     settings: PeerSettings,
-    /// The newest handshake timestamp accepted; older or equal ones are replays.
-    last_handshake_nanos: Option<u64>,
+    /// The newest handshake timestamp accepted (older or equal ones are replays),
+    /// forgotten after a quiet period without sessions.
+    timestamp: PeerTimestamp,
     /// The session the peer's inner packets are routed to.
     session: Option<SessionId>,
     /// A newer handshake's session, which replaces `session` only once the client
@@ -82,13 +85,6 @@ struct Peer {
 struct PeerSession {
     peer: usize,
     session: Session,
-}
-
-/// An init that passed mac1, mac2 under load and its source's bucket.
-struct QueuedInit {
-    arrived: Instant,
-    received: Received,
-    packet: Packet,
 }
 
 pub struct ServerCore {
@@ -112,7 +108,7 @@ pub struct ServerCore {
     cookie_secrets: Option<CookieSecrets>,
     cookie_reply_key: CookieReplyKey,
     init_limiter: SourceRateLimiter,
-    queued_inits: VecDeque<QueuedInit>,
+    queued_inits: InitQueue,
     /// Cookie replies made during a batch of reads: they go out after the batch's
     /// acknowledgements ([`Core::flush_acks`]), so a flood never delays the
     /// sessions' own datagrams.
@@ -144,7 +140,7 @@ impl ServerCore {
             .into_iter()
             .map(|settings| Peer {
                 settings,
-                last_handshake_nanos: None,
+                timestamp: PeerTimestamp::default(),
                 session: None,
                 unconfirmed: None,
             })
@@ -160,7 +156,7 @@ impl ServerCore {
                 limits.burst_per_source,
                 SOURCE_TABLE_CAPACITY,
             ),
-            queued_inits: VecDeque::with_capacity(INIT_QUEUE_CAPACITY),
+            queued_inits: InitQueue::new(INIT_QUEUE_CAPACITY),
             cookie_replies: Vec::new(),
             cookie_replies_sent: 0,
             work_units_of_ended: 0,
@@ -335,22 +331,22 @@ impl ServerCore {
                 &detail,
             );
         }
-        if self.queued_inits.len() >= INIT_QUEUE_CAPACITY {
-            let detail = format_args!("handshake from {}", received.from);
-            return refuse(
+        let queued = QueuedInit {
+            arrived: now,
+            received,
+            packet,
+        };
+        if let Err((refused, _)) = self.queued_inits.push(queued) {
+            let detail = format_args!("handshake from {}", refused.received.from);
+            refuse(
                 &mut self.pool,
                 &mut self.drops,
-                packet,
+                refused.packet,
                 now,
                 DropReason::HandshakeQueueFull,
                 &detail,
             );
         }
-        self.queued_inits.push_back(QueuedInit {
-            arrived: now,
-            received,
-            packet,
-        });
     }
 
     /// Answers an init with a cookie for its source address, sealed under its mac1.
@@ -374,6 +370,7 @@ impl ServerCore {
             destination: received.from,
             source_ip: received.local_ip,
             path: PathId(init.path_id()),
+            owner: super::HANDSHAKES,
             packet: reply,
         });
     }
@@ -381,7 +378,7 @@ impl ServerCore {
     /// Answers up to [`INITS_PER_WAKE`] queued inits.
     fn answer_queued_inits(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         for _ in 0..INITS_PER_WAKE {
-            let Some(queued) = self.queued_inits.pop_front() else {
+            let Some(queued) = self.queued_inits.pop() else {
                 return;
             };
             self.handle_init(now, queued.received, &queued.packet, out);
@@ -402,17 +399,17 @@ impl ServerCore {
             let kept = old
                 .iter()
                 .position(|peer| peer.settings.public_key == settings.public_key);
-            let (last_handshake_nanos, session, unconfirmed) = match kept {
+            let (timestamp, session, unconfirmed) = match kept {
                 Some(old_index) => {
                     moved_to[old_index] = Some(new_index);
                     let peer = &old[old_index];
-                    (peer.last_handshake_nanos, peer.session, peer.unconfirmed)
+                    (peer.timestamp, peer.session, peer.unconfirmed)
                 }
-                None => (None, None, None),
+                None => (PeerTimestamp::default(), None, None),
             };
             self.peers.push(Peer {
                 settings,
-                last_handshake_nanos,
+                timestamp,
                 session,
                 unconfirmed,
             });
@@ -521,11 +518,12 @@ impl ServerCore {
                 &format_args!("handshake from {} with an unknown key", received.from),
             );
         };
-        let peer = &self.peers[peer_index];
+        let peer = &mut self.peers[peer_index];
         let fields = accepted.fields;
-        if peer
-            .last_handshake_nanos
-            .is_some_and(|last| fields.unix_time_nanos <= last)
+        let in_session = peer.session.is_some() || peer.unconfirmed.is_some();
+        if !peer
+            .timestamp
+            .admits(now, fields.unix_time_nanos, in_session)
         {
             return self.drops.record(
                 now,
@@ -576,12 +574,16 @@ impl ServerCore {
         if !installed {
             return self.pool.recycle(response);
         }
-        self.peers[peer_index].last_handshake_nanos = Some(fields.unix_time_nanos);
+        self.peers[peer_index]
+            .timestamp
+            .accepted(fields.unix_time_nanos);
+        self.queued_inits.remember_source(received.from.ip());
         out.push(Outgoing {
             socket: received.socket,
             destination: received.from,
             source_ip: received.local_ip,
             path: path_id,
+            owner: super::HANDSHAKES,
             packet: response,
         });
     }
@@ -795,6 +797,9 @@ impl ServerCore {
             if peer.unconfirmed == Some(id) {
                 peer.unconfirmed = None;
             }
+            if peer.session.is_none() && peer.unconfirmed.is_none() {
+                peer.timestamp.sessions_ended(now);
+            }
             self.forget_buffers_of(&entry.session);
             entry.session.recycle_buffers(now, &mut self.pool);
             for key_id in entry.session.keys.local_ids() {
@@ -842,6 +847,16 @@ impl ServerCore {
                 || self.timers.scheduled(*id)
                     == Some(Self::deadline_of(&entry.session, self.session_idle_timeout))
         })
+    }
+
+    /// The ledger holds what the sessions hold (checked where `timers_agree` is).
+    fn ledger_agrees(&self) -> bool {
+        let held: usize = self
+            .sessions
+            .values()
+            .map(|entry| entry.session.held_packets())
+            .sum();
+        held == self.ledger.held()
     }
 
     /// A closed session lingers briefly; an open one until it has been idle too long
@@ -989,7 +1004,11 @@ impl Core for ServerCore {
             self.timers_agree(),
             "a session changed without a reschedule"
         );
-        let queued_init = self.queued_inits.front().map(|queued| queued.arrived);
+        debug_assert!(
+            self.ledger_agrees(),
+            "a session's buffers changed outside a step"
+        );
+        let queued_init = self.queued_inits.oldest_arrival();
         let touched = self
             .touched
             .iter()
@@ -1083,6 +1102,11 @@ impl Core for ServerCore {
             self.sessions_established,
         );
         report.cookie_replies_sent = self.cookie_replies_sent;
+        let buffer_bytes = self.pool.buffer_len() as u64;
+        report.memory = Some(super::report::MemoryReport {
+            held_bytes: self.ledger.held() as u64 * buffer_bytes,
+            budget_bytes: self.ledger.budget() as u64 * buffer_bytes,
+        });
         report
     }
 }

@@ -17,10 +17,12 @@ use crate::keys::PrivateKey;
 
 mod cookies;
 mod ecn;
+mod isolation;
 mod keys;
 mod many_sessions;
 mod migration;
 mod retransmissions;
+mod timestamps;
 
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
 const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
@@ -103,6 +105,9 @@ struct Net {
     /// Datagrams sent per path so far, to pick each one's jitter.
     sent_on_path: Vec<usize>,
     out: Vec<Outgoing>,
+    /// The client's stored handshake timestamp ceiling (the daemon's state file),
+    /// once the client was told to store one.
+    stored_ceiling: Option<u64>,
 }
 
 impl Net {
@@ -131,7 +136,8 @@ impl Net {
         let wall = Arc::new(AtomicU64::new(1_700_000_000_000_000_000));
         let client_wall = wall.clone();
         let wall_clock = Box::new(move || client_wall.load(Ordering::Relaxed));
-        let mut client = ClientCore::new(now, wall_clock, client_settings, pool());
+        let mut client = ClientCore::new(now, wall_clock, client_settings, pool())
+            .with_random_source(super::handshake_time::seeded_random(1));
         for index in 0..delays_ms.len() {
             client.set_socket_open(now, index, true, &mut Vec::new());
         }
@@ -159,6 +165,7 @@ impl Net {
             jitter: vec![Vec::new(); delays_ms.len()],
             sent_on_path: vec![0; delays_ms.len()],
             out: Vec::new(),
+            stored_ceiling: None,
         }
     }
 
@@ -266,6 +273,12 @@ impl Net {
         let mut wakeups_at_same_instant = 0u32;
         let mut last_wakeup = None;
         loop {
+            // As the daemon does between two steps: a ceiling the client asks for
+            // is stored.
+            if let Some(ceiling) = self.client.timestamp_to_store() {
+                self.stored_ceiling = Some(ceiling);
+                self.client.timestamp_stored(ceiling);
+            }
             let next_arrival = self.wire.iter().map(|d| d.arrives).min();
             let next_timer = [self.client.poll_timeout(), self.server.poll_timeout()]
                 .into_iter()

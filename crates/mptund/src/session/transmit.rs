@@ -3,14 +3,23 @@
 //! ([`Transmits::poll`]) only when that socket can take it, so a full socket buffer on
 //! one path never holds up another path or the TUN. One send is a run of datagrams
 //! from the head of a queue to one address on one path, all of one size but the last.
+//!
+//! A server's socket is shared by every session, so its queue is too, fairly: each
+//! session has its own queue behind the socket, served by deficit round robin over
+//! bytes (Shreedhar and Varghese, SIGCOMM 1995), and may have at most an equal share
+//! of the socket's [`MAX_WAITING_PER_SOCKET`] waiting. A session over its share has
+//! its own datagrams refused; when the socket is full while a session is below its
+//! share, the session with the most waiting loses its newest datagram instead (as
+//! `fq_codel` drops from the fattest queue, RFC 8290 section 4.1).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 use mptund_sched::PathId;
 
 use super::Outgoing;
 use crate::buffers::BufferPool;
+use crate::wire::SessionId;
 
 /// Datagrams one socket may have waiting. The paths' congestion windows keep the
 /// queues short; a socket that stays blocked past this fails what comes on top, as
@@ -20,6 +29,12 @@ pub const MAX_WAITING_PER_SOCKET: usize = 2048;
 pub const MAX_GSO_SEGMENTS: usize = 64;
 /// A GSO send is one UDP payload of at most 64 KiB in all.
 const MAX_GSO_BYTES: usize = 65_000;
+/// Bytes a session may send per round of the deficit round robin: one whole GSO
+/// send, so every round moves at least one send of every session with work.
+const QUANTUM_BYTES: usize = MAX_GSO_BYTES;
+/// Emptied per-session queues kept for reuse, so sessions that come and go do not
+/// allocate a queue each time.
+const SPARE_QUEUES: usize = 64;
 
 /// One send the I/O loop makes: the datagrams are in the buffer it handed to
 /// [`crate::session::Engine::poll_transmit`], back to back.
@@ -39,7 +54,26 @@ pub struct Transmit {
 /// The per-socket queues, indexed by the loop's socket slots.
 #[derive(Default)]
 pub(super) struct Transmits {
-    queues: Vec<VecDeque<Outgoing>>,
+    sockets: Vec<SocketQueue>,
+    spare: Vec<VecDeque<Outgoing>>,
+}
+
+/// One socket's waiting datagrams, a queue per session.
+#[derive(Default)]
+struct SocketQueue {
+    queues: HashMap<SessionId, SessionQueue>,
+    /// Sessions with datagrams waiting, in round-robin order; the front is served.
+    active: VecDeque<SessionId>,
+    /// Datagrams waiting in all queues.
+    waiting: usize,
+    /// The session at the front of `active` has had its quantum for this turn.
+    turn_granted: bool,
+}
+
+struct SessionQueue {
+    datagrams: VecDeque<Outgoing>,
+    /// Bytes the session may still send in its current turn.
+    deficit: usize,
 }
 
 /// Where in a queue's head one GSO send ends.
@@ -47,38 +81,62 @@ pub(super) struct Transmits {
 struct Run {
     /// Datagrams in the send.
     count: usize,
+    /// Bytes in the send.
+    bytes: usize,
     /// The size of each segment but the last; `None` for a single datagram.
     segment_size: Option<usize>,
 }
 
 impl Transmits {
-    /// Queues `outgoing` behind what its socket already waits for; gives it back
-    /// when that socket has [`MAX_WAITING_PER_SOCKET`] waiting.
+    /// Queues `outgoing` behind what its session already has waiting for its socket.
+    /// Gives back a datagram to fail when there is no room: `outgoing` itself if its
+    /// session has its share waiting, or the newest of the session with the most
+    /// waiting if the socket is full.
     pub(super) fn push(&mut self, outgoing: Outgoing) -> Result<(), Outgoing> {
         let socket = outgoing.socket;
-        if self.queues.len() <= socket {
-            self.queues.resize_with(socket + 1, VecDeque::new);
+        if self.sockets.len() <= socket {
+            self.sockets.resize_with(socket + 1, SocketQueue::default);
         }
-        let Some(queue) = self.queues.get_mut(socket) else {
+        let Some(queue) = self.sockets.get_mut(socket) else {
             return Err(outgoing);
         };
-        if queue.len() >= MAX_WAITING_PER_SOCKET {
+        let owner = outgoing.owner;
+        let own = queue.queues.get(&owner).map_or(0, |q| q.datagrams.len());
+        let sessions = queue.active.len() + usize::from(own == 0);
+        let share = MAX_WAITING_PER_SOCKET / sessions.max(1);
+        if own >= share {
             return Err(outgoing);
         }
-        queue.push_back(outgoing);
-        Ok(())
+        let mut evicted = None;
+        if queue.waiting >= MAX_WAITING_PER_SOCKET {
+            evicted = queue.evict_from_fattest();
+            if evicted.is_none() {
+                return Err(outgoing);
+            }
+        }
+        let spare = &mut self.spare;
+        let entry = queue.queues.entry(owner).or_insert_with(|| SessionQueue {
+            datagrams: spare.pop().unwrap_or_default(),
+            deficit: 0,
+        });
+        if entry.datagrams.is_empty() {
+            queue.active.push_back(owner);
+        }
+        entry.datagrams.push_back(outgoing);
+        queue.waiting += 1;
+        evicted.map_or(Ok(()), Err)
     }
 
     /// Whether socket `socket` has datagrams waiting.
     pub(super) fn has_waiting(&self, socket: usize) -> bool {
-        self.queues
+        self.sockets
             .get(socket)
-            .is_some_and(|queue| !queue.is_empty())
+            .is_some_and(|queue| queue.waiting > 0)
     }
 
-    /// Copies the next send of `socket`, at most `max_segments` datagrams, into
-    /// `buffer` (replacing what it held) and recycles their buffers; `None` when
-    /// nothing waits.
+    /// Copies the next send of `socket`, at most `max_segments` datagrams of the
+    /// session whose turn it is, into `buffer` (replacing what it held) and recycles
+    /// their buffers; `None` when nothing waits.
     pub(super) fn poll(
         &mut self,
         socket: usize,
@@ -86,9 +144,28 @@ impl Transmits {
         buffer: &mut Vec<u8>,
         pool: &mut BufferPool,
     ) -> Option<Transmit> {
-        let run = self.head_run(socket, max_segments)?;
-        let queue = self.queues.get_mut(socket)?;
-        let first = queue.front()?;
+        let queue = self.sockets.get_mut(socket)?;
+        // Each turn of a session adds a quantum; it sends while its deficit covers the
+        // next run, then the next session's turn comes. A quantum covers any run, so
+        // this takes at most one lap.
+        let (owner, run) = loop {
+            let owner = *queue.active.front()?;
+            let session = queue.queues.get_mut(&owner)?;
+            let run = head_run(&session.datagrams, max_segments)?;
+            if session.deficit >= run.bytes {
+                break (owner, run);
+            }
+            if !queue.turn_granted {
+                session.deficit += QUANTUM_BYTES;
+                queue.turn_granted = true;
+                continue;
+            }
+            queue.active.rotate_left(1);
+            queue.turn_granted = false;
+        };
+        let session = queue.queues.get_mut(&owner)?;
+        session.deficit -= run.bytes;
+        let first = session.datagrams.front()?;
         let transmit = Transmit {
             destination: first.destination,
             source_ip: first.source_ip,
@@ -97,55 +174,116 @@ impl Transmits {
             path: first.path,
         };
         buffer.clear();
-        for datagram in queue.drain(..run.count) {
+        for datagram in session.datagrams.drain(..run.count) {
             buffer.extend_from_slice(datagram.packet.bytes());
             pool.recycle(datagram.packet);
+        }
+        queue.waiting -= run.count;
+        if session.datagrams.is_empty() {
+            queue.active.pop_front();
+            queue.turn_granted = false;
+            self.retire(socket, owner);
         }
         Some(transmit)
     }
 
     /// Takes everything `socket` has waiting (the socket closed).
     pub(super) fn take_all(&mut self, socket: usize) -> Vec<Outgoing> {
-        self.queues
-            .get_mut(socket)
-            .map(|queue| queue.drain(..).collect())
-            .unwrap_or_default()
-    }
-
-    /// The datagrams at the head of `socket`'s queue that go out in one send of at
-    /// most `max_segments` segments; `None` when nothing waits.
-    fn head_run(&self, socket: usize, max_segments: usize) -> Option<Run> {
-        let queue = self.queues.get(socket)?;
-        let first = queue.front()?;
-        let size = first.packet.len();
-        let mut count = 1;
-        let mut bytes = size;
-        for next in queue.iter().skip(1) {
-            let len = next.packet.len();
-            let fits = count < max_segments.min(MAX_GSO_SEGMENTS)
-                && bytes + len <= MAX_GSO_BYTES
-                && same_flow(first, next)
-                && len <= size;
-            if !fits {
-                break;
-            }
-            count += 1;
-            bytes += len;
-            // A shorter segment can only be the last one.
-            if len < size {
-                break;
+        let Some(queue) = self.sockets.get_mut(socket) else {
+            return Vec::new();
+        };
+        queue.active.clear();
+        queue.waiting = 0;
+        queue.turn_granted = false;
+        let mut taken = Vec::new();
+        for (_, mut session) in queue.queues.drain() {
+            taken.extend(session.datagrams.drain(..));
+            if self.spare.len() < SPARE_QUEUES {
+                self.spare.push(session.datagrams);
             }
         }
-        Some(Run {
-            count,
-            segment_size: (count > 1).then_some(size),
-        })
+        taken
+    }
+
+    /// An emptied session queue leaves the socket; its storage is kept for reuse.
+    fn retire(&mut self, socket: usize, owner: SessionId) {
+        let Some(queue) = self.sockets.get_mut(socket) else {
+            return;
+        };
+        if let Some(session) = queue.queues.remove(&owner) {
+            if self.spare.len() < SPARE_QUEUES {
+                self.spare.push(session.datagrams);
+            }
+        }
     }
 
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.queues.iter().all(VecDeque::is_empty)
+        self.sockets.iter().all(|queue| queue.waiting == 0)
     }
+
+    /// The next run of `socket`'s first session in line.
+    #[cfg(test)]
+    fn head_run(&self, socket: usize, max_segments: usize) -> Option<Run> {
+        let queue = self.sockets.get(socket)?;
+        let owner = queue.active.front()?;
+        head_run(&queue.queues.get(owner)?.datagrams, max_segments)
+    }
+
+    /// Datagrams session `owner` has waiting for `socket`.
+    #[cfg(test)]
+    fn waiting_of(&self, socket: usize, owner: SessionId) -> usize {
+        self.sockets
+            .get(socket)
+            .and_then(|queue| queue.queues.get(&owner))
+            .map_or(0, |session| session.datagrams.len())
+    }
+}
+
+impl SocketQueue {
+    /// Takes the newest datagram of the session with the most waiting.
+    fn evict_from_fattest(&mut self) -> Option<Outgoing> {
+        let fattest = self
+            .queues
+            .iter_mut()
+            .max_by_key(|(_, session)| session.datagrams.len())
+            .map(|(_, session)| session)?;
+        let evicted = fattest.datagrams.pop_back()?;
+        self.waiting -= 1;
+        // A queue emptied this way holds one datagram at most: never the case for the
+        // fattest of a full socket (MAX_WAITING_PER_SOCKET > 1), so it stays active.
+        Some(evicted)
+    }
+}
+
+/// The datagrams at the head of `queue` that go out in one send of at most
+/// `max_segments` segments; `None` when nothing waits.
+fn head_run(queue: &VecDeque<Outgoing>, max_segments: usize) -> Option<Run> {
+    let first = queue.front()?;
+    let size = first.packet.len();
+    let mut count = 1;
+    let mut bytes = size;
+    for next in queue.iter().skip(1) {
+        let len = next.packet.len();
+        let fits = count < max_segments.min(MAX_GSO_SEGMENTS)
+            && bytes + len <= MAX_GSO_BYTES
+            && same_flow(first, next)
+            && len <= size;
+        if !fits {
+            break;
+        }
+        count += 1;
+        bytes += len;
+        // A shorter segment can only be the last one.
+        if len < size {
+            break;
+        }
+    }
+    Some(Run {
+        count,
+        bytes,
+        segment_size: (count > 1).then_some(size),
+    })
 }
 
 fn same_flow(a: &Outgoing, b: &Outgoing) -> bool {
@@ -169,6 +307,7 @@ mod tests {
             destination: SocketAddr::from(([198, 18, 0, 1], port)),
             source_ip: None,
             path: PathId(0),
+            owner: SessionId(1),
         }
     }
 
@@ -186,13 +325,7 @@ mod tests {
         // (socket, destination port, length)
         let queues = queues_with(&[(0, 1, 1400), (0, 1, 1400), (0, 1, 900), (0, 1, 1400)]);
         let run = queues.head_run(0, 64).unwrap();
-        assert_eq!(
-            run,
-            Run {
-                count: 3,
-                segment_size: Some(1400)
-            }
-        );
+        assert_eq!((run.count, run.segment_size), (3, Some(1400)));
         assert_eq!(queues.head_run(1, 64), None);
     }
 
@@ -201,13 +334,8 @@ mod tests {
         let queues = queues_with(&[(0, 1, 1400), (0, 1, 1400), (0, 2, 1400)]);
         assert_eq!(queues.head_run(0, 64).unwrap().count, 2);
         let queues = queues_with(&[(0, 1, 800), (0, 1, 1400)]);
-        assert_eq!(
-            queues.head_run(0, 64).unwrap(),
-            Run {
-                count: 1,
-                segment_size: None
-            }
-        );
+        let run = queues.head_run(0, 64).unwrap();
+        assert_eq!((run.count, run.segment_size), (1, None));
         let queues = queues_with(&[(0, 1, 1400); 5]);
         assert_eq!(queues.head_run(0, 3).unwrap().count, 3);
         // Without GSO (one segment) every datagram goes alone.
@@ -269,6 +397,68 @@ mod tests {
         }
         assert!(queues.push(datagram(&mut pool, 0, 1, 100)).is_err());
         assert!(queues.push(datagram(&mut pool, 1, 1, 100)).is_ok());
+    }
+
+    fn of_session(mut outgoing: Outgoing, owner: u32) -> Outgoing {
+        outgoing.owner = SessionId(owner);
+        outgoing.destination.set_port(owner as u16);
+        outgoing
+    }
+
+    #[test]
+    fn a_session_that_filled_the_socket_loses_its_own_datagrams_to_a_newcomer() {
+        let mut pool = BufferPool::new(2048, 0, 64);
+        let mut queues = Transmits::default();
+        for _ in 0..MAX_WAITING_PER_SOCKET {
+            let hog = of_session(datagram(&mut pool, 0, 1, 1400), 7);
+            assert!(queues.push(hog).is_ok());
+        }
+        // Over its share now that a second session has work: its own are refused ...
+        let refused = queues.push(of_session(datagram(&mut pool, 0, 1, 1400), 7));
+        assert_eq!(refused.unwrap_err().owner, SessionId(7));
+        // ... and the newcomer's datagrams go in, each at the hog's expense.
+        for _ in 0..10 {
+            let evicted = queues.push(of_session(datagram(&mut pool, 0, 1, 100), 8));
+            assert_eq!(evicted.unwrap_err().owner, SessionId(7));
+        }
+        assert_eq!(queues.waiting_of(0, SessionId(8)), 10);
+        assert_eq!(
+            queues.waiting_of(0, SessionId(7)),
+            MAX_WAITING_PER_SOCKET - 10
+        );
+        // The newcomer is served in the second send, not after the hog's backlog.
+        let mut buffer = Vec::new();
+        let first = queues.poll(0, 64, &mut buffer, &mut pool).unwrap();
+        let second = queues.poll(0, 64, &mut buffer, &mut pool).unwrap();
+        assert_eq!(first.destination.port(), 7);
+        assert_eq!(second.destination.port(), 8);
+        assert_eq!(second.datagrams, 10);
+    }
+
+    #[test]
+    fn busy_sessions_share_the_socket_by_bytes() {
+        let mut pool = BufferPool::new(2048, 0, 64);
+        let mut queues = Transmits::default();
+        // Session 1 sends 1400-byte datagrams, session 2 sends 200-byte ones.
+        for _ in 0..1000 {
+            assert!(queues
+                .push(of_session(datagram(&mut pool, 0, 1, 1400), 1))
+                .is_ok());
+            assert!(queues
+                .push(of_session(datagram(&mut pool, 0, 1, 200), 2))
+                .is_ok());
+        }
+        let mut buffer = Vec::new();
+        let mut bytes = [0usize; 3];
+        while queues.waiting_of(0, SessionId(1)) > 0 && queues.waiting_of(0, SessionId(2)) > 0 {
+            let transmit = queues.poll(0, 64, &mut buffer, &mut pool).unwrap();
+            bytes[usize::from(transmit.destination.port())] += buffer.len();
+        }
+        // While both had work, both sent about as many bytes (within one quantum),
+        // although one sends seven times as many datagrams.
+        let (one, two) = (bytes[1], bytes[2]);
+        assert!(two >= 1000 * 200 - QUANTUM_BYTES, "{two}");
+        assert!(one.abs_diff(two) <= QUANTUM_BYTES, "{one} against {two}");
     }
 
     /// A datagram to push: (socket, destination port, path, length).

@@ -725,3 +725,351 @@ fn needed_waits_are_reported_for_filled_and_late_gaps() {
         );
     }
 }
+
+mod model;
+
+/// The bound under test.
+const WORK_PER_CALL: u64 = REORDER_WORK_PER_CALL;
+
+/// The bitmap words of a buffer of `capacity`.
+fn words_of(buffer: &ReorderBuffer<SeqNo>) -> u64 {
+    buffer.capacity().div_ceil(64) as u64
+}
+
+#[test]
+fn give_up_range_marks_exactly_its_part_of_the_window() {
+    // (first, as an offset from the release point; count; offsets of the
+    // 16-number window marked). 2 is held: never marked.
+    let cases: &[(u32, u32, &[u32])] = &[
+        (0, 0, &[]),
+        (0, 1, &[0]),
+        (3, 5, &[3, 4, 5, 6, 7]),
+        (10, 100, &[10, 11, 12, 13, 14, 15]),
+        (0u32.wrapping_sub(5), 8, &[0, 1]),
+        (0u32.wrapping_sub(5), 5, &[]),
+        (16, 10, &[]),
+        (1 << 31, (1 << 31) + 2, &[0, 1]),
+        (
+            1 << 31,
+            u32::MAX,
+            &[0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        ),
+        // All but offset 4: from 5 all the way around to 3.
+        (
+            5,
+            u32::MAX,
+            &[0, 1, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        ),
+        (
+            (1 << 31) - 1,
+            u32::MAX,
+            &[0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        ),
+        // From just past the window around to offset 1, and to offset 0.
+        (16, u32::MAX - 13, &[0, 1]),
+        (16, u32::MAX - 14, &[0]),
+    ];
+    for base in BASES {
+        for &(first, count, expected) in cases {
+            let mut h = Harness::new(base, 16);
+            h.insert_ok(0, &[2]);
+            let words_before = h.buffer.work.steps;
+            h.buffer.give_up_range(h.seq(first), count);
+            assert!(h.buffer.work.steps - words_before <= 2 * (words_of(&h.buffer) + 1));
+            let marked: Vec<u32> = (0..16)
+                .filter(|&offset| h.buffer.is_abandoned(h.seq(offset)))
+                .collect();
+            assert_eq!(
+                marked, expected,
+                "base {base:#x}, first {first:#x}, count {count}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_range_given_up_is_skipped_as_one_gap() {
+    for base in BASES {
+        let mut h = Harness::new(base, 64);
+        h.insert_ok(0, &[0, 30]);
+        assert_eq!(h.release(0), [0]);
+        h.buffer.give_up_range(h.seq(1), 29);
+        assert_eq!(h.buffer.poll_timeout(), Some(h.at(0)), "due at once");
+        assert_eq!(h.release(1), [30]);
+        let stats = h.stats();
+        assert_eq!(
+            (
+                stats.gaps_skipped,
+                stats.seqs_skipped,
+                stats.seqs_skipped_early
+            ),
+            (1, 29, 29)
+        );
+    }
+}
+
+#[test]
+fn a_flood_of_whole_window_give_ups_costs_words_not_sequence_numbers() {
+    // The attack of issue 64: 184 GaveUp frames in one datagram, each naming the
+    // most sequence numbers a frame can (65,535), behind a held packet at the far
+    // end of a 4096 window. Per number, that was 184 * 4096 calls.
+    for base in BASES {
+        let mut h = Harness::new(base, 4096);
+        h.insert_ok(0, &[4095]);
+        let before = h.buffer.work_units();
+        for frame in 0..184u32 {
+            h.buffer
+                .give_up_range(h.seq(frame * 7), u32::from(u16::MAX));
+        }
+        let per_frame = (h.buffer.work_units() - before) / 184;
+        assert!(
+            per_frame <= 2 * (words_of(&h.buffer) + 1),
+            "{per_frame} work units per frame"
+        );
+        // Skipping what they marked is one scan, then the held packet.
+        let before = h.buffer.work_units();
+        assert_eq!(h.release(0), [4095]);
+        assert!(h.buffer.work_units() - before <= WORK_PER_CALL * (words_of(&h.buffer) + 2));
+        let stats = h.stats();
+        assert_eq!((stats.gaps_skipped, stats.seqs_skipped_early), (1, 4095));
+    }
+}
+
+#[test]
+fn a_jump_far_ahead_visits_only_the_held_packets() {
+    for base in BASES {
+        let mut h = Harness::new(base, 4096);
+        let held = [1u32, 2, 700, 4000, 4095];
+        h.insert_ok(0, &held);
+        h.buffer.give_up_range(h.seq(3), 600);
+        let before = h.buffer.work_units();
+        let far = (1 << 31) - 1;
+        h.insert_ok(1, &[far]);
+        let work = h.buffer.work_units() - before;
+        let moved = held.len() as u64 + 1;
+        assert!(
+            work <= WORK_PER_CALL * (words_of(&h.buffer) + moved + 1),
+            "{work} work units for a jump of 2^31"
+        );
+        assert_eq!(h.release(1), held);
+        let stats = h.stats();
+        assert_eq!(stats.forced_advances, 1);
+        // Gaps: 0, 3..700, 701..4000, 4001..4095, 4096..far-4095.
+        assert_eq!(stats.gaps_skipped, 5);
+        assert_eq!(
+            stats.seqs_skipped,
+            u64::from(far - 4095) - held.len() as u64
+        );
+        assert_eq!(
+            stats.seqs_skipped_early, 0,
+            "a forced advance is not a give-up"
+        );
+        // The window is now far-4095..=far, and the history the 4096 numbers
+        // before it, all skipped: late packets there are still welcome.
+        assert_eq!(h.buffer.next_expected(), h.seq(far - 4095));
+        h.insert_ok(2, &[far - 4096, far - 8191]);
+        assert_eq!(h.insert(2, far - 8192), Err(RejectReason::TooOld));
+        assert_eq!(h.release(2), [far - 4096, far - 8191]);
+    }
+}
+
+/// Where an operation's sequence number lies.
+#[derive(Clone, Debug)]
+enum SeqChoice {
+    /// This far from the release point when the operation runs.
+    FromReleasePoint(i32),
+    /// `windows` capacities plus `extra` from the release point: the window's edges.
+    Windows { windows: i32, extra: i32 },
+    /// Any number at all.
+    Anywhere(u32),
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert {
+        seq: SeqChoice,
+        after_ms: u64,
+    },
+    GiveUpRange {
+        first: SeqChoice,
+        count: u32,
+    },
+    /// Calls `poll_release` up to `at_most` times, stopping at the first `None`.
+    Poll {
+        after_ms: u64,
+        at_most: usize,
+    },
+    SetMaxHold {
+        ms: u64,
+    },
+}
+
+fn seq_choice() -> impl Strategy<Value = SeqChoice> {
+    prop_oneof![
+        6 => (-20i32..40).prop_map(SeqChoice::FromReleasePoint),
+        2 => (-9000i32..9000).prop_map(SeqChoice::FromReleasePoint),
+        2 => (-2i32..4, -2i32..3).prop_map(|(windows, extra)| SeqChoice::Windows { windows, extra }),
+        1 => any::<u32>().prop_map(SeqChoice::Anywhere),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let after_ms = prop_oneof![3 => Just(0u64), 1 => 0..30u64];
+    let count = prop_oneof![0..8u32, 0..70_000u32, any::<u32>()];
+    let at_most = prop_oneof![3 => Just(usize::MAX), 1 => 0..4usize];
+    prop_oneof![
+        6 => (seq_choice(), after_ms).prop_map(|(seq, after_ms)| Op::Insert { seq, after_ms }),
+        2 => (seq_choice(), count).prop_map(|(first, count)| Op::GiveUpRange { first, count }),
+        3 => (0..40u64, at_most).prop_map(|(after_ms, at_most)| Op::Poll { after_ms, at_most }),
+        1 => (0..100u64).prop_map(|ms| Op::SetMaxHold { ms }),
+    ]
+}
+
+fn lockstep_case() -> impl Strategy<Value = (u32, usize, u64, Vec<Op>)> {
+    let base = prop_oneof![
+        Just(0u32),
+        Just(u32::MAX - 5),
+        Just(0xFFFF_F000),
+        any::<u32>()
+    ];
+    // Below one word, not powers of two, one word exactly, several words.
+    let capacity = prop::sample::select(vec![1usize, 3, 5, 40, 63, 64, 100, 128, 1000, 4096]);
+    (
+        base,
+        capacity,
+        0..100u64,
+        prop::collection::vec(op(), 1..200),
+    )
+}
+
+/// The buffer and the model, driven by the same calls.
+struct Lockstep {
+    now: Instant,
+    buffer: ReorderBuffer<SeqNo>,
+    model: model::Model,
+    /// Positions released so far, and the last one released in order.
+    released: HashSet<u64>,
+    last_in_order: Option<u64>,
+    accepted: u64,
+}
+
+impl Lockstep {
+    fn seq(&self, choice: &SeqChoice) -> SeqNo {
+        let next = self.buffer.next_expected();
+        match *choice {
+            SeqChoice::FromReleasePoint(distance) => SeqNo(next.0.wrapping_add_signed(distance)),
+            SeqChoice::Windows { windows, extra } => {
+                let distance = windows * self.buffer.capacity() as i32 + extra;
+                SeqNo(next.0.wrapping_add_signed(distance))
+            }
+            SeqChoice::Anywhere(raw) => SeqNo(raw),
+        }
+    }
+
+    /// Checks one call's work against the bound, given the packets it moved.
+    fn check_work(&self, before: Work, moved: u64) -> Result<(), TestCaseError> {
+        let after = self.buffer.work;
+        let upkeep = (after.arrival_entries - before.arrival_entries)
+            + (after.window_slots - before.window_slots);
+        let work = after.total() - before.total();
+        let bound = WORK_PER_CALL * (words_of(&self.buffer) + moved + 1) + upkeep;
+        prop_assert!(
+            work <= bound,
+            "{} work units > {} ({:?} -> {:?})",
+            work,
+            bound,
+            before,
+            after
+        );
+        // The upkeep stays within its amortized bounds.
+        prop_assert!(after.arrival_entries <= self.accepted);
+        prop_assert!(after.window_slots < 3 * self.buffer.capacity() as u64);
+        Ok(())
+    }
+
+    fn step(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        match op {
+            Op::Insert { seq, after_ms } => {
+                self.now += Duration::from_millis(*after_ms);
+                let seq = self.seq(seq);
+                let (before, ready_before) = (self.buffer.work, self.buffer.ready.len());
+                let result = self.buffer.insert(self.now, seq, seq).map_err(|rejected| {
+                    assert_eq!(rejected.item, seq);
+                    rejected.reason
+                });
+                prop_assert_eq!(result, self.model.insert(self.now, seq));
+                self.accepted += u64::from(result.is_ok());
+                let forced_out = self.buffer.ready.len().saturating_sub(ready_before) as u64;
+                self.check_work(before, forced_out + 1)?;
+            }
+            Op::GiveUpRange { first, count } => {
+                let first = self.seq(first);
+                let before = self.buffer.work;
+                self.buffer.give_up_range(first, *count);
+                self.model.give_up_range(first, *count);
+                self.check_work(before, 0)?;
+            }
+            Op::Poll { after_ms, at_most } => {
+                self.now += Duration::from_millis(*after_ms);
+                for _ in 0..*at_most {
+                    let before = self.buffer.work;
+                    let late_before = self.model.stats.released_late;
+                    let released = self.buffer.poll_release(self.now);
+                    let expected = self.model.poll_release(self.now);
+                    prop_assert_eq!(released, expected.map(|position| SeqNo(position as u32)));
+                    self.check_work(before, 1)?;
+                    let Some(position) = expected else { break };
+                    prop_assert!(self.released.insert(position), "released twice");
+                    if self.model.stats.released_late == late_before {
+                        if let Some(last) = self.last_in_order {
+                            prop_assert!(last < position, "{} after {}", position, last);
+                        }
+                        self.last_in_order = Some(position);
+                    }
+                }
+            }
+            Op::SetMaxHold { ms } => {
+                self.buffer.set_max_hold(Duration::from_millis(*ms));
+                self.model.set_max_hold(Duration::from_millis(*ms));
+            }
+        }
+        prop_assert_eq!(self.buffer.stats(), self.model.stats);
+        prop_assert_eq!(self.buffer.next_expected(), self.model.next_expected());
+        prop_assert_eq!(self.buffer.len(), self.model.len());
+        prop_assert_eq!(self.buffer.poll_timeout(), self.model.poll_timeout());
+        prop_assert_eq!(
+            self.buffer.take_needed_wait(),
+            self.model.take_needed_wait()
+        );
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any mix of inserts anywhere, give-ups of any range, polls and hold changes:
+    /// the buffer does exactly what the one-number-at-a-time model does, releases
+    /// each packet at most once and in order (late ones aside), and no call costs
+    /// more than its bound.
+    #[test]
+    fn matches_the_model_and_bounds_the_work_of_every_call(
+        (base, capacity, max_hold_ms, ops) in lockstep_case()
+    ) {
+        let config = ReorderConfig {
+            max_hold: Duration::from_millis(max_hold_ms),
+            capacity,
+        };
+        let mut lockstep = Lockstep {
+            now: Instant::now(),
+            buffer: ReorderBuffer::new(config, SeqNo(base)),
+            model: model::Model::new(config, SeqNo(base)),
+            released: HashSet::new(),
+            last_in_order: None,
+            accepted: 0,
+        };
+        for op in &ops {
+            lockstep.step(op)?;
+        }
+    }
+}

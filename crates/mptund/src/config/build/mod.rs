@@ -21,17 +21,18 @@ use super::raw::{
 };
 use super::suggest;
 use super::{
-    default_control_socket, ClientConfig, Config, CongestionConfig, ControlConfig, IpNet, Loaded,
-    LogConfig, MetricsConfig, PathConfig, PeerConfig, ReorderConfig, SchedulerConfig, ServerConfig,
-    Timers, TunConfig, CIPHERS, DEFAULT_BACKUP_KEEPALIVE_INTERVAL, DEFAULT_CONTROLLER,
-    DEFAULT_DUPLICATE_LATENCY_CRITICAL, DEFAULT_EQUALIZE_DELAY, DEFAULT_EQUALIZE_PERCENT,
-    DEFAULT_HANDSHAKE_RETRY, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_MAX_ACK_DELAY,
-    DEFAULT_METRICS_LISTEN, DEFAULT_PARITY_ON_LOSSY_PATHS, DEFAULT_PATH_TIMEOUT,
-    DEFAULT_PROBE_INTERVAL, DEFAULT_QUEUE_CAPACITY_PACKETS, DEFAULT_QUEUE_INTERVAL,
-    DEFAULT_QUEUE_MAX_DELAY, DEFAULT_QUEUE_TARGET_DELAY, DEFAULT_REORDER_CAPACITY_PACKETS,
-    DEFAULT_REORDER_MAX_HOLD, DEFAULT_REORDER_MIN_HOLD, DEFAULT_SCHEDULER,
-    DEFAULT_SESSION_IDLE_TIMEOUT, DEFAULT_SESSION_TIMEOUT, DEFAULT_SOCKET_BUFFER_BYTES,
-    DEFAULT_STATS_INTERVAL, KNOWN_CIPHERS, KNOWN_CONTROLLERS, KNOWN_SCHEDULERS, MAX_PATHS,
+    default_control_socket, BearerToken, ClientConfig, Config, CongestionConfig, ControlConfig,
+    IpNet, Loaded, LogConfig, MetricsConfig, PathConfig, PeerConfig, ReorderConfig,
+    SchedulerConfig, ServerConfig, Timers, TunConfig, CIPHERS, DEFAULT_BACKUP_KEEPALIVE_INTERVAL,
+    DEFAULT_CONTROLLER, DEFAULT_DUPLICATE_LATENCY_CRITICAL, DEFAULT_EQUALIZE_DELAY,
+    DEFAULT_EQUALIZE_PERCENT, DEFAULT_HANDSHAKE_RETRY, DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_MAX_ACK_DELAY, DEFAULT_METRICS_LISTEN, DEFAULT_METRICS_MAX_CONNECTIONS,
+    DEFAULT_PARITY_ON_LOSSY_PATHS, DEFAULT_PATH_TIMEOUT, DEFAULT_PROBE_INTERVAL,
+    DEFAULT_QUEUE_CAPACITY_PACKETS, DEFAULT_QUEUE_INTERVAL, DEFAULT_QUEUE_MAX_DELAY,
+    DEFAULT_QUEUE_TARGET_DELAY, DEFAULT_REORDER_CAPACITY_PACKETS, DEFAULT_REORDER_MAX_HOLD,
+    DEFAULT_REORDER_MIN_HOLD, DEFAULT_SCHEDULER, DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT, DEFAULT_SOCKET_BUFFER_BYTES, DEFAULT_STATS_INTERVAL, KNOWN_CIPHERS,
+    KNOWN_CONTROLLERS, KNOWN_SCHEDULERS, MAX_PATHS,
 };
 use crate::cookie::HandshakeLimits;
 use crate::session::{ServerLimits, MIN_MEMORY_BUDGET_MIB};
@@ -46,6 +47,11 @@ type Binding = (Option<String>, Option<IpAddr>);
 
 /// Largest private key file accepted: a key is 44 characters and a newline.
 const MAX_KEY_FILE_BYTES: u64 = 1024;
+/// Largest bearer token file accepted: far above a token of 32 random bytes in
+/// base64 (44 characters), far below anything that is not a token.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+/// Most `metrics.max_connections`: a quarter of the unit's `LimitNOFILE=1024`.
+const MAX_METRICS_CONNECTIONS: i64 = 256;
 /// Linux `IFNAMSIZ` minus the terminating NUL.
 const MAX_INTERFACE_NAME_BYTES: usize = 15;
 /// Longest path or peer name (they appear in metric labels and log lines).
@@ -315,6 +321,7 @@ impl Validator<'_> {
             log: self.log(&raw.log)?,
             metrics: self.metrics(&raw.metrics)?,
             control: self.control(&raw.control)?,
+            state_directory: self.state_directory(&raw.state_directory)?,
         })
     }
 

@@ -596,14 +596,15 @@ impl Validator<'_> {
     }
 
     /// `[metrics]`: absent means no metrics endpoint; present means one on
-    /// `listen` (loopback by default) unless `enabled = false`.
-    pub(super) fn metrics(&self, raw: &Option<Sp<RawMetrics>>) -> Result<MetricsConfig> {
+    /// `listen` (loopback by default) unless `enabled = false`. An endpoint that
+    /// other hosts can reach without a token is a warning.
+    pub(super) fn metrics(&mut self, raw: &Option<Sp<RawMetrics>>) -> Result<MetricsConfig> {
         let Some(table) = raw else {
-            return Ok(MetricsConfig { listen: None });
+            return Ok(MetricsConfig::off());
         };
         let metrics = table.get_ref();
         if metrics.enabled.as_ref().is_some_and(|e| !*e.get_ref()) {
-            return Ok(MetricsConfig { listen: None });
+            return Ok(MetricsConfig::off());
         }
         let listen = match &metrics.listen {
             None => DEFAULT_METRICS_LISTEN,
@@ -617,7 +618,8 @@ impl Validator<'_> {
                     )
                     .with_hint(
                         "write the TCP address and port to serve /metrics on, e.g. \"127.0.0.1:9477\" \
-                         (this host only) or \"[::]:9477\" (every address; firewall it)",
+                         (this host only) or \"[::]:9477\" (every address; set bearer_token_file \
+                         and firewall it)",
                     )
                 })?;
                 if addr.port() == 0 || addr.ip().is_multicast() {
@@ -632,8 +634,37 @@ impl Validator<'_> {
                 addr
             }
         };
+        let max_connections = self.integer(
+            metrics.max_connections.as_ref(),
+            "metrics.max_connections",
+            1..=MAX_METRICS_CONNECTIONS,
+            " connections",
+            DEFAULT_METRICS_MAX_CONNECTIONS as i64,
+        )?;
+        let bearer_token = match &metrics.bearer_token_file {
+            Some(value) => Some(self.bearer_token(value)?),
+            None => None,
+        };
+        if bearer_token.is_none() && !listen.ip().is_loopback() {
+            let place = match &metrics.listen {
+                Some(value) => format!(
+                    "{}:{}",
+                    self.src.file.display(),
+                    self.line_of(&value.span())
+                ),
+                None => self.src.file.display().to_string(),
+            };
+            self.warnings.push(format!(
+                "{place}: metrics.listen: {listen} serves /metrics to every host that can reach it, \
+                 without a token; set metrics.bearer_token_file (Prometheus sends the token with \
+                 `authorization: {{ credentials_file: ... }}`) or listen on 127.0.0.1"
+            ));
+        }
         Ok(MetricsConfig {
             listen: Some(listen),
+            bearer_token,
+            max_connections: usize::try_from(max_connections)
+                .unwrap_or(DEFAULT_METRICS_MAX_CONNECTIONS),
         })
     }
 

@@ -113,6 +113,134 @@ impl Validator<'_> {
         Ok(())
     }
 
+    /// Reads `metrics.bearer_token_file`: the token is the file's text without the
+    /// whitespace around it (Prometheus trims its `credentials_file` the same way).
+    /// A file every user may read is a warning, not an error: the token guards the
+    /// endpoint from other hosts.
+    pub(super) fn bearer_token(&mut self, value: &Sp<String>) -> Result<BearerToken> {
+        let field = "metrics.bearer_token_file";
+        let span = value.span();
+        let written = value.get_ref();
+        if written.trim().is_empty() {
+            return Err(self.error(span, field, "is empty").with_hint(
+                "give the path of the file that holds the token, e.g. \"/etc/mptund/metrics.token\", \
+                 or remove bearer_token_file to serve /metrics without a token",
+            ));
+        }
+        let path = self.base_dir.join(written);
+        let shown = path.display().to_string();
+        let create = format!(
+            "create it with `(umask 077; head -c 32 /dev/urandom | base64 > {shown})` and give \
+             Prometheus the same token (`authorization: {{ credentials_file: ... }}` in its \
+             scrape config)"
+        );
+        let unreadable = |e: std::io::Error| {
+            self.error(
+                span.clone(),
+                field,
+                format!("cannot read bearer token file {shown}: {e}"),
+            )
+            .with_hint(format!(
+                "check the path and that the daemon's user may read the file (the systemd unit \
+                 runs as user mptund: `chown mptund: {shown}`)"
+            ))
+        };
+        let metadata = std::fs::metadata(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                self.error(
+                    span.clone(),
+                    field,
+                    format!("bearer token file {shown} does not exist"),
+                )
+                .with_hint(create.clone())
+            } else {
+                unreadable(e)
+            }
+        })?;
+        if !metadata.is_file() {
+            return Err(self
+                .error(span, field, format!("{shown} is not a regular file"))
+                .with_hint("point bearer_token_file at the file that holds the token"));
+        }
+        if metadata.len() > MAX_TOKEN_FILE_BYTES {
+            return Err(self
+                .error(
+                    span,
+                    field,
+                    format!(
+                        "{shown} is {} bytes, too large for a bearer token file",
+                        metadata.len()
+                    ),
+                )
+                .with_hint(format!(
+                    "the file holds the token and nothing else; {create}"
+                )));
+        }
+        let bytes = std::fs::read(&path).map_err(unreadable)?;
+        let token = String::from_utf8_lossy(&bytes);
+        let token = token.trim();
+        if token.is_empty() {
+            return Err(self
+                .error(span, field, format!("bearer token file {shown} is empty"))
+                .with_hint(format!("put the token in it: {create}")));
+        }
+        if !token.bytes().all(|byte| byte.is_ascii_graphic()) {
+            return Err(self
+                .error(
+                    span,
+                    field,
+                    format!(
+                        "the token in {shown} holds a space, a control character or a non-ASCII \
+                         character, which an Authorization header cannot carry"
+                    ),
+                )
+                .with_hint(format!("use one word of printable ASCII; {create}")));
+        }
+        if let Some(mode) = others_may_read(&metadata) {
+            self.warnings.push(format!(
+                "{}:{}: {field}: {shown} may be read by every user of this host (mode {mode:03o}); \
+                 run `chmod o-rwx {shown}`",
+                self.src.file.display(),
+                self.line_of(&span)
+            ));
+        }
+        Ok(BearerToken::new(path, token.as_bytes()))
+    }
+
+    /// `state_directory` (client): an existing directory, resolved against the
+    /// configuration's directory. The daemon writes its handshake timestamp there.
+    pub(super) fn state_directory(&self, raw: &Option<Sp<String>>) -> Result<Option<PathBuf>> {
+        let Some(value) = raw else {
+            return Ok(None);
+        };
+        let field = "state_directory";
+        let written = value.get_ref();
+        if written.trim().is_empty() {
+            return Err(self.error(value.span(), field, "is empty").with_hint(
+                "give a directory the daemon may write, e.g. \"/var/lib/mptund\", or remove \
+                 state_directory (under systemd the unit's StateDirectory= is used)",
+            ));
+        }
+        let path = self.base_dir.join(written);
+        let shown = path.display();
+        match std::fs::metadata(&path) {
+            Ok(metadata) if metadata.is_dir() => Ok(Some(path)),
+            Ok(_) => Err(self
+                .error(value.span(), field, format!("{shown} is not a directory"))
+                .with_hint("give a directory the daemon may write, e.g. \"/var/lib/mptund\"")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(self
+                .error(value.span(), field, format!("{shown} does not exist"))
+                .with_hint(format!(
+                    "create it for the daemon's user (`install -d -o mptund -g mptund -m 0700 \
+                     {shown}`), or remove state_directory: under systemd the unit's \
+                     StateDirectory=mptund provides /var/lib/mptund"
+                ))),
+            Err(e) => Err(self
+                .error(value.span(), field, format!("cannot read {shown}: {e}"))
+                .with_hint("check the path and that the daemon's user may enter the directory")),
+        }
+    }
+
     pub(super) fn public_key(
         &self,
         value: &Sp<String>,
@@ -299,4 +427,17 @@ impl Validator<'_> {
         }
         Ok(addr)
     }
+}
+
+/// The file's mode when users other than its owner and group may read it.
+#[cfg(unix)]
+fn others_may_read(metadata: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = metadata.permissions().mode() & 0o777;
+    (mode & 0o004 != 0).then_some(mode)
+}
+
+#[cfg(not(unix))]
+fn others_may_read(_metadata: &std::fs::Metadata) -> Option<u32> {
+    None
 }

@@ -31,7 +31,7 @@ impl Net {
         self.collect();
     }
 
-    fn sent_to(&self, address: SocketAddr) -> usize {
+    pub(super) fn sent_to(&self, address: SocketAddr) -> usize {
         self.sent_elsewhere
             .iter()
             .filter(|(to, _)| *to == address)

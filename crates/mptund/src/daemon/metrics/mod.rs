@@ -10,14 +10,15 @@
 //! Labels: `peer` (the server's peer name; `server` on a client), `path` (the path's
 //! name; `path<id>` on a server) and `interface` (the client path's configured
 //! interface; empty on a server, which has one socket for every path).
+//!
+//! The HTTP side (connection cap, deadlines, bearer token) is in [`endpoint`].
+
+mod endpoint;
+
+pub use endpoint::{serve, Policy};
 
 use std::borrow::Cow;
-use std::convert::Infallible;
-use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Method, Request, Response, StatusCode};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -25,7 +26,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::snapshot::{Interfaces, ReportSource};
+use super::snapshot::Interfaces;
 use crate::counters::DropReason;
 use crate::session::{PathReport, Report, SessionReport};
 
@@ -35,8 +36,6 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// The classic Prometheus text format, for every other client (curl, promtool).
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-/// A scrape client that sends nothing for this long is disconnected.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The classic Prometheus text format (0.0.4) of an OpenMetrics text exposition as
 /// [`render`] writes it: a counter family is named with its `_total` suffix there,
@@ -74,11 +73,24 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
 
 /// Encodes `report` as an OpenMetrics text exposition.
 pub fn render(report: Report, interfaces: &Interfaces) -> String {
+    render_with(report, interfaces, None)
+}
+
+/// Encodes `report`, then what `extra` collects (the endpoint's own counters), as
+/// one OpenMetrics text exposition.
+fn render_with(
+    report: Report,
+    interfaces: &Interfaces,
+    extra: Option<Box<dyn Collector>>,
+) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(ReportCollector {
         report,
         interfaces: interfaces.clone(),
     }));
+    if let Some(extra) = extra {
+        registry.register_collector(extra);
+    }
     let mut text = String::with_capacity(16 * 1024);
     // Writing to a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
@@ -410,6 +422,24 @@ impl Collector for ReportCollector {
             MetricType::Counter,
         )?
         .only_counter(report.cookie_replies_sent)?;
+        if let Some(memory) = report.memory {
+            family(
+                &mut encoder,
+                "mptund_memory_held_bytes",
+                "Bytes of packet buffers the sessions hold (reorder buffers, queues, copies kept for repair, parity decoders).",
+                None,
+                MetricType::Gauge,
+            )?
+            .only_gauge(memory.held_bytes as f64)?;
+            family(
+                &mut encoder,
+                "mptund_memory_budget_bytes",
+                "The memory budget the sessions share ([limits] memory_budget_mib).",
+                None,
+                MetricType::Gauge,
+            )?
+            .only_gauge(memory.budget_bytes as f64)?;
+        }
 
         let mut drops = family(
             &mut encoder,
@@ -675,111 +705,6 @@ const REORDER_METRICS: &[Metric<ReorderRow>] = &[
     },
 ];
 
-/// Answers one HTTP request: `GET /metrics` with a fresh report, 404 elsewhere.
-pub async fn handle(
-    request: Request<Incoming>,
-    source: ReportSource,
-    interfaces: Interfaces,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    let reply = |status: StatusCode, content_type: &str, body: String| {
-        let mut response = Response::new(Full::new(Bytes::from(body)));
-        *response.status_mut() = status;
-        if let Ok(value) = content_type.parse() {
-            response
-                .headers_mut()
-                .insert(hyper::header::CONTENT_TYPE, value);
-        }
-        Ok(response)
-    };
-    if request.uri().path() != "/metrics" {
-        return reply(
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "mptund serves /metrics only\n".into(),
-        );
-    }
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        return reply(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            "use GET\n".into(),
-        );
-    }
-    // Content negotiation: OpenMetrics for whoever asks for it (Prometheus does),
-    // the classic text format for everyone else.
-    let openmetrics = request
-        .headers()
-        .get_all(hyper::header::ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .any(|value| value.contains("application/openmetrics-text"));
-    let Some(report) = source.report().await else {
-        return reply(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "the daemon is busy or shutting down\n".into(),
-        );
-    };
-    // Encoding a thousand sessions takes milliseconds: off the event loop's thread,
-    // which only paid for taking the report.
-    let encoded = tokio::task::spawn_blocking(move || {
-        let text = render(report, &interfaces);
-        if openmetrics {
-            text
-        } else {
-            to_prometheus_text(&text)
-        }
-    })
-    .await;
-    let content_type = if openmetrics {
-        OPENMETRICS_CONTENT_TYPE
-    } else {
-        PROMETHEUS_CONTENT_TYPE
-    };
-    match encoded {
-        Ok(text) => reply(StatusCode::OK, content_type, text),
-        Err(_) => reply(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "text/plain",
-            "encoding the metrics failed\n".into(),
-        ),
-    }
-}
-
-/// Serves HTTP/1.1 connections on `listener` until the runtime ends.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    source: ReportSource,
-    interfaces: Interfaces,
-) {
-    loop {
-        let (stream, remote) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "metrics: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let source = source.clone();
-        let interfaces = interfaces.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                handle(request, source.clone(), interfaces.clone())
-            });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT);
-            let connection =
-                builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                tracing::debug!(%remote, %error, "metrics connection ended");
-            }
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
@@ -797,6 +722,10 @@ mod tests {
         drops.record(now, DropReason::CookieRequired, &"test");
         let mut report = Report::new("server", Vec::new(), Vec::new(), &drops, 7);
         report.cookie_replies_sent = 1;
+        report.memory = Some(crate::session::MemoryReport {
+            held_bytes: 3 << 20,
+            budget_bytes: 192 << 20,
+        });
         report
     }
 
@@ -815,6 +744,8 @@ mod tests {
         assert!(text.contains("\nmptund_sessions_established_total 7\n"));
         assert!(text.contains("\nmptund_dropped_packets_total{reason=\"cookie_required\"} 1\n"));
         assert!(text.contains("\nmptund_cookie_replies_sent_total 1\n"));
+        assert!(text.contains("\nmptund_memory_held_bytes 3145728"));
+        assert!(text.contains("\nmptund_memory_budget_bytes 201326592"));
         assert!(text.ends_with("# EOF\n"));
     }
 
