@@ -27,45 +27,51 @@ pub const AMPLIFICATION_FACTOR: u64 = 3;
 /// acknowledgement, a ping (keepalive, RTT or jitter measurement, or the probe
 /// timeout's), a PathChallenge and a PathResponse.
 const CONTROL_DATAGRAMS_PER_PATH: u64 = 4;
-/// Work units per packet moved through a session in one step: into the reorder
-/// buffer (at most 3 bitmap words and the packet), out of it (3 words, the packet
-/// and its arrival-queue entry), and one datagram built to send it (data,
-/// re-send or copy), with room for one more.
-const WORK_PER_PACKET: u64 = 12;
-/// Bitmaps of the reorder buffer one scan may touch (held, given up, delivered).
-const BITMAPS: u64 = 3;
+/// Reorder-buffer calls in one step whose count does not depend on the packets it
+/// moves: one per GaveUp frame read, and one insert (a data packet, or the one a
+/// parity rebuilt), which may push the window forward.
+const REORDER_CALLS_PER_STEP: u64 = FRAMES_READ_PER_DATAGRAM as u64 + 2;
+/// Passes over the slot words one gap skip makes: finding the run's end, then
+/// marking the run passed.
+const PASSES_PER_SKIP: u64 = 2;
 
 /// The most work units one session may spend in one step, whatever the peer sent,
 /// from how the core counts them (`Session::work_units`: frames read, control
-/// datagrams built, and the reorder buffer's bitmap words, packets, arrival-queue
-/// entries and window slots, `ReorderBuffer::work_units`):
+/// datagrams built, and the reorder buffer's slot words, packets, arrival-queue
+/// entries and window slots, `ReorderBuffer::work_units`), for a reorder window of
+/// `capacity` (`W = capacity / 64` words), `paths` paths and at most `packets`
+/// packets moved:
 ///
 /// - frames read: at most [`FRAMES_READ_PER_DATAGRAM`] (192), one unit each;
 /// - control datagrams built: [`CONTROL_DATAGRAMS_PER_PATH`] per path;
-/// - GaveUp frames: each marks at most two runs clamped to the window, a 64-bit
-///   word at a time: `2 * (capacity / 64 + 1)` words, for each of the 192 frames;
-/// - gaps skipped and forced advances: each scan touches the [`BITMAPS`] a word
-///   at a time over the numbers it passes; in one step the release point passes at
-///   most the window and the history behind it (`2 * capacity` numbers), in at
-///   most one scan per packet moved plus two, each starting with a partial word;
-/// - packets moved (inserted, released, shed, sent): [`WORK_PER_PACKET`] each, for
-///   at most `packets` of them;
+/// - the reorder calls whose number is bounded ([`REORDER_CALLS_PER_STEP`]: a
+///   GaveUp frame marks at most two runs clamped to the window): each costs at most
+///   `REORDER_WORK_PER_CALL * (W + 2)` (the reorder buffer's own bound, with a
+///   run that wraps around the window touching one word twice), besides the
+///   packets it moves;
+/// - releasing: every packet moved costs at most `REORDER_WORK_PER_CALL` units
+///   (put in, taken out, its arrival entry, a datagram built to send it); every
+///   gap skipped ends at a packet or at the empty window, so a step skips at most
+///   `packets + 2` gaps, and their [`PASSES_PER_SKIP`] passes over the words add
+///   up to the numbers passed (at most the window and the history behind it,
+///   `2 * W` words) plus one partial word each;
 /// - amortized upkeep that can fall due in one step: the arrival queue's
 ///   compaction (under `2 * capacity` entries) and the window's growth (under
 ///   `3 * capacity` slots over the buffer's life).
 ///
 /// With the targets' window of 1024 and a server budget of 96 buffers (packets =
-/// 194) on 4 paths that is 14,869 units; a GaveUp frame that cost one unit per
+/// 194) on 4 paths that is 35,272 units; a GaveUp frame that cost one unit per
 /// sequence number of the window would reach 196,608 with 192 frames.
 pub fn max_work_per_session_step(reorder_capacity: u64, paths: u64, packets: u64) -> u64 {
-    let words_per_run = reorder_capacity / 64 + 1;
+    let per_call = mptund_sched::REORDER_WORK_PER_CALL;
+    let words = reorder_capacity / 64;
     let frames = FRAMES_READ_PER_DATAGRAM as u64;
     let control_datagrams = CONTROL_DATAGRAMS_PER_PATH * paths;
-    let gave_up = frames * 2 * words_per_run;
-    let scans = BITMAPS * (2 * reorder_capacity / 64 + packets + 2);
-    let moved = WORK_PER_PACKET * packets;
+    let bounded_calls = REORDER_CALLS_PER_STEP * per_call * (words + 2);
+    let moved = per_call * packets;
+    let skips = PASSES_PER_SKIP * (2 * words + packets + 2);
     let upkeep = 2 * reorder_capacity + 3 * reorder_capacity;
-    frames + control_datagrams + gave_up + scans + moved + upkeep
+    frames + control_datagrams + bounded_calls + moved + skips + upkeep
 }
 
 /// PathResponses against the challenges that drew them, per session and path.
