@@ -25,7 +25,7 @@ LONG_RUN = os.path.join(ROOT, "fuzz", "long-run")
 # libFuzzer's stats lines: "#4096\tpulse  cov: 123 ft: 456 corp: 7/890b lim: ... exec/s: 10 rss: 50Mb"
 STATS = re.compile(
     r"^#(?P<execs>\d+)\s+(?P<event>\w+)\s+cov: (?P<cov>\d+) ft: (?P<ft>\d+)"
-    r"(?: corp: (?P<units>\d+)/(?P<size>\d+)(?P<unit>[bKM]b))?"
+    r"(?: corp: (?P<units>\d+)/(?P<size>\d+)(?P<unit>b|Kb|Mb))?"
 )
 DONE = re.compile(r"^Done (?P<runs>\d+) runs in (?P<seconds>\d+) second")
 STAT = re.compile(r"^stat::(?P<name>\w+):\s+(?P<value>\d+)")
