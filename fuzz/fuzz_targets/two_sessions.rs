@@ -46,8 +46,9 @@ const PACKETS_PER_SEND: u8 = 8;
 /// Datagrams in one hostile burst.
 const MAX_BURST: u8 = 64;
 /// Simulated time an execution spans at most: below the keys' renewal (120 s), so
-/// the genuine client never handshakes while the hostile one floods handshakes
-/// (that the server then answers with cookies is by design, and item of its own).
+/// the genuine client does not handshake while the hostile one floods handshakes
+/// (that the server then answers with cookies is by design; the init queue's
+/// fairness is issue 64's item 2, with tests of its own).
 const MAX_RUN_TIME: Duration = Duration::from_secs(100);
 /// A live clock advance moves in steps of this, delivering everything between them:
 /// the paths' round trip is then about a slice.
