@@ -2,9 +2,15 @@
 //! server's private key: it answers the client's inits (answers edited at will),
 //! then seals transport datagrams with the session's real keys around any header,
 //! frames and inner packet; it also replays and injects bytes from nowhere.
+//!
+//! Checked after every step besides not panicking: the client sends only to its
+//! configured endpoint (the only addresses it has validated), at most one
+//! PathResponse per path per step and no more than datagrams carrying challenges
+//! arrived on that path (its datagrams opened with the session's keys), and the
+//! work per step stays under the bound derived in `fuzz/src/bounds.rs`.
 #![no_main]
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
@@ -59,9 +65,13 @@ struct World {
     responder: &'static Responder,
     /// Inits the client sent and their sockets, newest last.
     inits: VecDeque<(usize, Vec<u8>)>,
-    seen_by_client: Vec<(usize, Vec<u8>)>,
+    /// Datagrams the client received, and whether each carried challenges.
+    seen_by_client: Vec<(Vec<u8>, bool)>,
     rogue: Option<RogueSender>,
     out: Vec<Outgoing>,
+    responses: ResponseLedger,
+    work_done: u64,
+    work_per_step: u64,
 }
 
 fn responder() -> &'static Responder {
@@ -102,14 +112,44 @@ impl World {
             seen_by_client: Vec::new(),
             rogue: None,
             out,
+            responses: ResponseLedger::default(),
+            work_done: 0,
+            // The client has no memory budget: a step moves at most what its reorder
+            // buffer holds (the window and twice it ready for release) and one more.
+            work_per_step: max_work_per_session_step(
+                reorder_capacity(),
+                CLIENT_PATHS as u64,
+                3 * reorder_capacity() + 1,
+            ),
         };
         world.take_output();
         world
     }
 
+    /// After a client step: the bounds, then the datagrams go on their way.
     fn take_output(&mut self) {
+        // A new session starts its count from zero.
+        let work = self.client.work_units();
+        let spent = work.saturating_sub(self.work_done);
+        self.work_done = work;
+        assert!(
+            spent <= self.work_per_step,
+            "one step cost {spent} work units, over the bound of {}",
+            self.work_per_step
+        );
+        let mut responses = HashMap::new();
         for outgoing in std::mem::take(&mut self.out) {
             let bytes = outgoing.packet.bytes();
+            assert_eq!(
+                outgoing.destination, SERVER_ADDR,
+                "the client sent to an address it was not configured with"
+            );
+            if let Some(rogue) = &mut self.rogue {
+                if let Some(observed) = rogue.observe(bytes) {
+                    *responses.entry((0, outgoing.socket as u8)).or_default() +=
+                        observed.path_responses;
+                }
+            }
             if wire::packet_type(bytes) == Ok(wire::PacketType::HandshakeInit) {
                 if self.inits.len() >= MAX_QUEUED {
                     self.inits.pop_front();
@@ -118,20 +158,26 @@ impl World {
             }
             self.client.pool().recycle(outgoing.packet);
         }
+        self.responses.answered_in_step(&responses);
         while let Some(packet) = self.client.poll_tun_packet() {
             self.client.pool().recycle(packet);
         }
     }
 
-    fn receive_at_client(&mut self, socket: u8, bytes: Vec<u8>) {
+    /// `challenges`: the datagram is the rogue's and carries challenges.
+    fn receive_at_client(&mut self, socket: u8, bytes: Vec<u8>, challenges: bool) {
         let socket = usize::from(socket) % CLIENT_PATHS;
         let received = Received {
             socket,
             from: SERVER_ADDR,
             local_ip: None,
         };
+        // A path is a socket on the client: the answer goes back on it.
+        if challenges && bytes.len() <= buffer_len() {
+            self.responses.challenge(0, socket as u8);
+        }
         deliver(&mut self.client, self.now, received, &bytes, &mut self.out);
-        self.seen_by_client.push((socket, bytes));
+        self.seen_by_client.push((bytes, challenges));
         if self.seen_by_client.len() > MAX_QUEUED {
             self.seen_by_client.remove(0);
         }
@@ -157,15 +203,10 @@ impl World {
                 let Ok(keys) = accepted.respond(SessionId(*server_session), &mut response) else {
                     return;
                 };
-                self.rogue = Some(RogueSender {
-                    key: keys.send,
-                    receiver: client_session.0,
-                    next_counter: 0,
-                    next_seq: 0,
-                });
+                self.rogue = Some(RogueSender::new(keys, client_session.0, *server_session));
                 let mut bytes = response.to_vec();
                 edit.apply(&mut bytes);
-                self.receive_at_client(arrives_on, bytes);
+                self.receive_at_client(arrives_on, bytes, false);
             }
             Action::RogueSealed {
                 header,
@@ -175,8 +216,8 @@ impl World {
                 let Some(rogue) = &mut self.rogue else {
                     return;
                 };
-                let bytes = rogue.seal(*header, body);
-                self.receive_at_client(*socket, bytes);
+                let sealed = rogue.seal(*header, body);
+                self.receive_at_client(*socket, sealed.bytes, sealed.challenges);
             }
             Action::Replay {
                 index,
@@ -186,12 +227,15 @@ impl World {
                 if self.seen_by_client.is_empty() {
                     return;
                 }
-                let (_, mut bytes) =
+                let (original, challenges) =
                     self.seen_by_client[usize::from(*index) % self.seen_by_client.len()].clone();
+                let mut bytes = original.clone();
                 edit.apply(&mut bytes);
-                self.receive_at_client(*socket, bytes);
+                // An edited copy does not open; only an exact one may carry challenges.
+                let challenges = challenges && bytes == original;
+                self.receive_at_client(*socket, bytes, challenges);
             }
-            Action::Raw { bytes, socket } => self.receive_at_client(*socket, bytes.clone()),
+            Action::Raw { bytes, socket } => self.receive_at_client(*socket, bytes.clone(), false),
             Action::Tun(spec) => {
                 let bytes = spec.build();
                 if let Some(packet) = tun_packet(self.client.pool(), &bytes) {
@@ -202,8 +246,15 @@ impl World {
             }
             Action::Advance { millis } => {
                 let until = self.now + Duration::from_millis(u64::from(*millis));
-                run_timers(&mut self.client, &mut self.now, until, &mut self.out);
-                self.take_output();
+                // One timer round is one step.
+                for _ in 0..MAX_TIMER_ROUNDS {
+                    let Some(at) = self.client.poll_timeout().filter(|&at| at <= until) else {
+                        break;
+                    };
+                    self.now = self.now.max(at);
+                    self.client.handle_timeout(self.now, &mut self.out);
+                    self.take_output();
+                }
                 self.now = self.now.max(until);
             }
             Action::Socket { index, open } => {

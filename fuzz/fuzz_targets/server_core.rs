@@ -5,10 +5,15 @@
 //! the session's real keys around any header, frames and inner packet.
 //!
 //! Checked on every input: no panic, inner packets reach the server's TUN only from
-//! the client's allowed address, and random bytes never draw a larger answer.
+//! the client's allowed address, random bytes never draw a larger answer, and after
+//! every server step the bounds of `fuzz/src/bounds.rs`: at most three times what an
+//! unvalidated address sent goes back to it, at most one PathResponse per path per
+//! datagram carrying challenges (the rogue's datagrams opened with its keys), the
+//! work per step under its derived bound, and the sessions' buffers within the
+//! (small) memory budget.
 #![no_main]
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
@@ -58,6 +63,11 @@ enum Action {
         body: BodySpec,
         from: u8,
     },
+    /// One of issue 64's attacks, sealed with the keys of the attacker's session.
+    RogueAttack {
+        attack: Attack,
+        from: u8,
+    },
     /// Bytes from nowhere.
     Raw {
         bytes: Vec<u8>,
@@ -79,18 +89,24 @@ enum Action {
     CloseServer,
 }
 
+/// The rogue session and the path of a datagram carrying challenges.
+type ChallengedPath = (u32, u8);
+
 struct World {
     now: Instant,
     client: ClientCore,
     server: ServerCore,
     to_server: VecDeque<(usize, Vec<u8>)>,
     to_client: VecDeque<(usize, Vec<u8>)>,
-    /// Datagrams the server received (client's and attacker's), for replays.
-    seen_by_server: Vec<Vec<u8>>,
+    /// Datagrams the server received (client's and attacker's), for replays, with
+    /// the rogue session and path of those carrying challenges.
+    seen_by_server: Vec<(Vec<u8>, Option<ChallengedPath>)>,
     rogue_handshake: Option<PendingHandshake>,
     rogue: Option<RogueSender>,
     rogue_unix_nanos: u64,
     out: Vec<Outgoing>,
+    bounds: ServerBounds,
+    responses: ResponseLedger,
 }
 
 impl World {
@@ -127,6 +143,7 @@ impl World {
             session,
             path: mptund::session::testing::path_settings(),
             session_idle_timeout: Duration::from_secs(180),
+            limits: server_limits(MEMORY_BUDGET_BUFFERS),
         };
         let mut client =
             ClientCore::new(now, Box::new(|| CLIENT_UNIX_NANOS), client_settings, pool());
@@ -134,10 +151,17 @@ impl World {
         for index in 0..CLIENT_PATHS {
             client.set_socket_open(now, index, true, &mut out);
         }
+        let server = ServerCore::new(server_settings, pool());
+        let bounds = ServerBounds::new(
+            &server,
+            now,
+            reorder_capacity(),
+            MAX_PATHS_PER_SESSION as u64,
+        );
         let mut world = World {
             now,
             client,
-            server: ServerCore::new(server_settings, pool()),
+            server,
             to_server: VecDeque::new(),
             to_client: VecDeque::new(),
             seen_by_server: Vec::new(),
@@ -145,6 +169,8 @@ impl World {
             rogue: None,
             rogue_unix_nanos: CLIENT_UNIX_NANOS,
             out,
+            bounds,
+            responses: ResponseLedger::default(),
         };
         world.take_client_output();
         world
@@ -161,10 +187,25 @@ impl World {
         }
     }
 
+    /// After a server step that left what it sent in `out`: the bounds, then the
+    /// datagrams go on their way.
+    fn server_step(&mut self, step: ServerStep) {
+        self.bounds.check(&self.server, self.now, step, &self.out);
+        self.take_server_output();
+    }
+
     fn take_server_output(&mut self) {
+        let mut responses = HashMap::new();
         for outgoing in std::mem::take(&mut self.out) {
             let bytes = outgoing.packet.bytes().to_vec();
             dump_datagram(&bytes);
+            if let Some(rogue) = &mut self.rogue {
+                if let Some(observed) = rogue.observe(&bytes) {
+                    *responses
+                        .entry((rogue.local, observed.path_id))
+                        .or_default() += observed.path_responses;
+                }
+            }
             if let Some(path) = (0..CLIENT_PATHS).find(|&i| client_addr(i) == outgoing.destination)
             {
                 push_bounded(&mut self.to_client, (path, bytes.clone()));
@@ -173,32 +214,46 @@ impl World {
             if wire::packet_type(&bytes) == Ok(wire::PacketType::HandshakeResponse) {
                 if let Some(pending) = &mut self.rogue_handshake {
                     if let Ok(established) = pending.try_complete(&bytes) {
+                        let local = pending.sender().0;
                         self.rogue_handshake = None;
-                        self.rogue = Some(RogueSender {
-                            key: established.keys.send,
-                            receiver: established.peer_session.0,
-                            next_counter: 0,
-                            next_seq: 0,
-                        });
+                        self.rogue = Some(RogueSender::new(
+                            established.keys,
+                            established.peer_session.0,
+                            local,
+                        ));
                     }
                 }
             }
             self.server.pool().recycle(outgoing.packet);
         }
+        self.responses.answered_in_step(&responses);
     }
 
-    fn receive_at_server(&mut self, from: std::net::SocketAddr, bytes: Vec<u8>) -> usize {
+    /// `challenges`: the rogue session and path of a datagram carrying challenges.
+    fn receive_at_server(
+        &mut self,
+        from: std::net::SocketAddr,
+        bytes: Vec<u8>,
+        challenges: Option<ChallengedPath>,
+    ) -> Option<usize> {
         let received = Received {
             socket: 0,
             from,
             local_ip: Some(SERVER_ADDR.ip()),
         };
+        if let Some((session, path)) = challenges.filter(|_| bytes.len() <= buffer_len()) {
+            self.responses.challenge(session, path);
+        }
         let answered = deliver(&mut self.server, self.now, received, &bytes, &mut self.out);
-        self.seen_by_server.push(bytes);
+        let len = bytes.len();
+        self.seen_by_server.push((bytes, challenges));
         if self.seen_by_server.len() > MAX_QUEUED {
             self.seen_by_server.remove(0);
         }
-        self.take_server_output();
+        match answered {
+            Some(_) => self.server_step(ServerStep::Datagram { from, len }),
+            None => self.take_server_output(),
+        }
         self.check_server_tun();
         answered
     }
@@ -242,7 +297,7 @@ impl World {
             remac(&mut bytes);
         }
         if to_server {
-            self.receive_at_server(client_addr(path), bytes);
+            self.receive_at_server(client_addr(path), bytes, None);
         } else {
             self.receive_at_client(path, bytes);
         }
@@ -252,8 +307,14 @@ impl World {
         let until = self.now + Duration::from_millis(u64::from(millis));
         run_timers(&mut self.client, &mut self.now, until, &mut self.out);
         self.take_client_output();
-        run_timers(&mut self.server, &mut self.now, until, &mut self.out);
-        self.take_server_output();
+        for _ in 0..MAX_TIMER_ROUNDS {
+            let Some(at) = self.server.poll_timeout().filter(|&at| at <= until) else {
+                break;
+            };
+            self.now = self.now.max(at);
+            self.server.handle_timeout(self.now, &mut self.out);
+            self.server_step(ServerStep::Other);
+        }
         self.check_server_tun();
         self.now = self.now.max(until);
     }
@@ -277,7 +338,7 @@ impl World {
         let mut bytes = init.to_vec();
         edit.apply(&mut bytes);
         remac(&mut bytes);
-        self.receive_at_server(source_addr(from), bytes);
+        self.receive_at_server(source_addr(from), bytes, None);
     }
 
     fn run(&mut self, action: &Action) {
@@ -314,13 +375,16 @@ impl World {
                 if self.seen_by_server.is_empty() {
                     return;
                 }
-                let mut bytes =
+                let (original, challenges) =
                     self.seen_by_server[usize::from(*index) % self.seen_by_server.len()].clone();
+                let mut bytes = original.clone();
                 edit.apply(&mut bytes);
                 if *remac_init {
                     remac(&mut bytes);
                 }
-                self.receive_at_server(source_addr(*from), bytes);
+                // An edited copy does not open; only an exact one may carry challenges.
+                let challenges = challenges.filter(|_| bytes == original);
+                self.receive_at_server(source_addr(*from), bytes, challenges);
             }
             Action::RogueInit {
                 path_id,
@@ -333,11 +397,24 @@ impl World {
                 let Some(rogue) = &mut self.rogue else {
                     return;
                 };
-                let bytes = rogue.seal(*header, body);
-                self.receive_at_server(source_addr(*from), bytes);
+                let sealed = rogue.seal(*header, body);
+                let challenges = sealed.challenges.then_some((rogue.local, sealed.path_id));
+                self.receive_at_server(source_addr(*from), sealed.bytes, challenges);
+            }
+            Action::RogueAttack { attack, from } => {
+                let Some(rogue) = &mut self.rogue else {
+                    return;
+                };
+                let local = rogue.local;
+                for sealed in rogue.attack(*attack, buffer_len(), CLIENT_INNER) {
+                    let challenges = sealed.challenges.then_some((local, sealed.path_id));
+                    self.receive_at_server(source_addr(*from), sealed.bytes, challenges);
+                }
             }
             Action::Raw { bytes, from } => {
-                let answered = self.receive_at_server(source_addr(*from), bytes.clone());
+                let answered = self
+                    .receive_at_server(source_addr(*from), bytes.clone(), None)
+                    .unwrap_or(0);
                 assert!(
                     answered <= bytes.len(),
                     "{answered} bytes answered {} unauthenticated ones",
@@ -357,7 +434,7 @@ impl World {
                 if let Some(packet) = tun_packet(self.server.pool(), &bytes) {
                     self.server
                         .handle_tun_packet(self.now, packet, &mut self.out);
-                    self.take_server_output();
+                    self.server_step(ServerStep::Other);
                 }
             }
             Action::Advance { millis } => self.advance(*millis),
@@ -383,8 +460,9 @@ impl World {
                 self.take_client_output();
             }
             Action::CloseServer => {
+                self.bounds.server_closed();
                 self.server.close(self.now, &mut self.out);
-                self.take_server_output();
+                self.server_step(ServerStep::Other);
             }
         }
     }

@@ -1,7 +1,14 @@
 //! What the structure-aware fuzz targets share: fixed keys made once per process,
-//! core settings, and descriptions (via `arbitrary`) of the datagrams an attacker
-//! can build: edited copies of genuine datagrams, and transport datagrams sealed
-//! with a session's real keys around any header, frames and inner packet.
+//! core settings, descriptions (via `arbitrary`) of the datagrams an attacker can
+//! build (edited copies of genuine datagrams, and transport datagrams sealed with a
+//! session's real keys around any header, frames and inner packet: [`frames`]), and
+//! the bounds every whole-core target checks after each step ([`bounds`]).
+
+mod bounds;
+mod frames;
+
+pub use bounds::*;
+pub use frames::*;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::OnceLock;
@@ -9,16 +16,17 @@ use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
 use mptund::buffers::{BufferPool, Packet, HEADROOM};
-use mptund::crypto::SealingKey;
 use mptund::keys::{PrivateKey, PublicKey};
-use mptund::session::{Core, Outgoing, Received};
-use mptund::wire::{self, TRANSPORT_HEADER_LEN};
+use mptund::session::{Core, Outgoing, Received, ServerLimits};
+use mptund::wire;
 
 /// TUN MTU of both cores.
 pub const MTU: usize = 1400;
 pub const SERVER_ADDR: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
 pub const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
+/// The inner address of the second configured peer (`two_sessions`).
+pub const SECOND_CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 3);
 pub const SERVER_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 1);
 /// Client paths in every target.
 pub const CLIENT_PATHS: usize = 3;
@@ -42,6 +50,9 @@ pub struct Keys {
     pub client_public: PublicKey,
     pub server: PrivateKey,
     pub server_public: PublicKey,
+    /// A second configured peer (the hostile one of `two_sessions`).
+    pub second_client: PrivateKey,
+    pub second_client_public: PublicKey,
 }
 
 /// Fixed keys, derived once per process (public keys cost a scalar multiplication).
@@ -50,11 +61,14 @@ pub fn keys() -> &'static Keys {
     KEYS.get_or_init(|| {
         let client = PrivateKey::from_bytes([0x11; 32]);
         let server = PrivateKey::from_bytes([0x22; 32]);
+        let second_client = PrivateKey::from_bytes([0x33; 32]);
         Keys {
             client_public: client.public_key(),
             server_public: server.public_key(),
+            second_client_public: second_client.public_key(),
             client,
             server,
+            second_client,
         }
     })
 }
@@ -93,6 +107,34 @@ pub fn session_settings() -> mptund::session::SessionSettings {
 
 pub fn pool() -> BufferPool {
     mptund::session::testing::pool(MTU)
+}
+
+/// The length of the pool's buffers: a longer datagram is dropped before the core.
+pub fn buffer_len() -> usize {
+    static LEN: OnceLock<usize> = OnceLock::new();
+    *LEN.get_or_init(|| pool().buffer_len())
+}
+
+/// Paths a server session may have in the targets: the genuine client's three and
+/// one more, so that a rogue's further path ids are refused.
+pub const MAX_PATHS_PER_SESSION: usize = CLIENT_PATHS + 1;
+/// The server's memory budget in the targets, in packet buffers: small, so that a
+/// rogue reaches it within one execution (a reorder window is 1024 buffers, a
+/// parity decoder 64).
+pub const MEMORY_BUDGET_BUFFERS: u64 = 96;
+
+/// The server's `[limits]` in the targets: [`MAX_PATHS_PER_SESSION`] and
+/// [`MEMORY_BUDGET_BUFFERS`] of the pool's buffers.
+pub fn server_limits(budget_buffers: u64) -> ServerLimits {
+    ServerLimits {
+        max_paths_per_session: MAX_PATHS_PER_SESSION,
+        memory_budget_bytes: budget_buffers * buffer_len() as u64,
+    }
+}
+
+/// The reorder window of the targets' sessions, as the reorder buffer rounds it.
+pub fn reorder_capacity() -> u64 {
+    session_settings().reorder.capacity.next_power_of_two() as u64
 }
 
 /// An edit of a datagram's bytes, as an attacker on the path makes it.
@@ -171,6 +213,7 @@ pub enum InnerSpec {
 pub enum AddressChoice {
     Client,
     Server,
+    SecondClient,
     Other([u8; 4]),
 }
 
@@ -179,6 +222,7 @@ impl AddressChoice {
         match self {
             AddressChoice::Client => CLIENT_INNER.octets(),
             AddressChoice::Server => SERVER_INNER.octets(),
+            AddressChoice::SecondClient => SECOND_CLIENT_INNER.octets(),
             AddressChoice::Other(octets) => octets,
         }
     }
@@ -234,254 +278,6 @@ impl InnerSpec {
     }
 }
 
-/// A control frame, well-formed or not.
-#[derive(Arbitrary, Debug, Clone)]
-pub enum FrameSpec {
-    Ping {
-        ping_id: u32,
-    },
-    Pong {
-        ping_id: u32,
-        echoed_tx_time_us: u32,
-    },
-    Close,
-    Ack {
-        path_id: u8,
-        ack_delay_us: u32,
-        largest_owd_raw_us: u32,
-        ranges: Vec<(u32, u32)>,
-    },
-    GaveUp {
-        first_seq: u32,
-        count: u16,
-    },
-    /// Any type, any body length claim, any body.
-    Raw {
-        frame_type: u8,
-        claimed_len: Option<u16>,
-        body: Vec<u8>,
-    },
-}
-
-impl FrameSpec {
-    pub fn write(&self, out: &mut Vec<u8>) {
-        let mut scratch = [0u8; 2048];
-        let written = match self {
-            FrameSpec::Ping { ping_id } => {
-                wire::write_frame(&mut scratch, &wire::Frame::Ping { ping_id: *ping_id })
-            }
-            FrameSpec::Pong {
-                ping_id,
-                echoed_tx_time_us,
-            } => wire::write_frame(
-                &mut scratch,
-                &wire::Frame::Pong {
-                    ping_id: *ping_id,
-                    echoed_tx_time_us: *echoed_tx_time_us,
-                },
-            ),
-            FrameSpec::Close => wire::write_frame(&mut scratch, &wire::Frame::Close),
-            FrameSpec::Ack {
-                path_id,
-                ack_delay_us,
-                largest_owd_raw_us,
-                ranges,
-            } => {
-                let room = (wire::FRAME_HEADER_LEN + wire::ACK_FIXED_LEN + ranges.len() * 8)
-                    .min(scratch.len());
-                wire::write_ack_frame(
-                    &mut scratch[..room],
-                    *path_id,
-                    *ack_delay_us,
-                    *largest_owd_raw_us,
-                    ranges.iter().copied(),
-                )
-            }
-            FrameSpec::GaveUp { first_seq, count } => wire::write_frame(
-                &mut scratch,
-                &wire::Frame::GaveUp {
-                    first_seq: *first_seq,
-                    count: *count,
-                },
-            ),
-            FrameSpec::Raw {
-                frame_type,
-                claimed_len,
-                body,
-            } => {
-                out.push(*frame_type);
-                let len = claimed_len.unwrap_or(body.len().min(usize::from(u16::MAX)) as u16);
-                out.extend_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(body);
-                return;
-            }
-        };
-        if let Ok(written) = written {
-            out.extend_from_slice(&scratch[..written]);
-        }
-    }
-}
-
-/// A transport plaintext.
-#[derive(Arbitrary, Debug, Clone)]
-pub enum BodySpec {
-    Data {
-        path_pn: u32,
-        tx_time_us: u32,
-        seq: SeqChoice,
-        inner: InnerSpec,
-    },
-    Control {
-        path_pn: u32,
-        tx_time_us: u32,
-        frames: Vec<FrameSpec>,
-    },
-    DataWithFrames {
-        path_pn: u32,
-        tx_time_us: u32,
-        seq: SeqChoice,
-        frames: Vec<FrameSpec>,
-        claimed_frames_len: Option<u16>,
-        inner: InnerSpec,
-    },
-    Raw(Vec<u8>),
-}
-
-#[derive(Arbitrary, Debug, Clone, Copy)]
-pub enum SeqChoice {
-    Next,
-    Back(u8),
-    Raw(u32),
-}
-
-#[derive(Arbitrary, Debug, Clone, Copy)]
-pub enum CounterChoice {
-    Next,
-    Repeat(u8),
-    Raw(u64),
-}
-
-/// The header of a sealed datagram: type and path id as the attacker wants them.
-#[derive(Arbitrary, Debug, Clone, Copy)]
-pub struct HeaderSpec {
-    /// 0 keeps the body's own type; anything else is written as is.
-    pub packet_type: u8,
-    pub path_id: u8,
-    pub counter: CounterChoice,
-    /// `None` addresses the genuine receiver session.
-    pub receiver: Option<u32>,
-}
-
-/// A sender holding a session's real sending key: a configured peer gone rogue.
-pub struct RogueSender {
-    pub key: SealingKey,
-    /// The receiver's session id.
-    pub receiver: u32,
-    pub next_counter: u64,
-    pub next_seq: u32,
-}
-
-impl RogueSender {
-    pub fn seal(&mut self, header: HeaderSpec, body: &BodySpec) -> Vec<u8> {
-        let (own_type, plaintext) = self.plaintext(body);
-        let counter = match header.counter {
-            CounterChoice::Next => {
-                self.next_counter += 1;
-                self.next_counter
-            }
-            CounterChoice::Repeat(back) => self.next_counter.saturating_sub(u64::from(back)),
-            CounterChoice::Raw(counter) => counter,
-        };
-        let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
-        header_bytes[wire::field::TYPE] = if header.packet_type == 0 {
-            own_type
-        } else {
-            header.packet_type
-        };
-        header_bytes[wire::field::PATH_ID] = header.path_id;
-        header_bytes[wire::field::TRANSPORT_RECEIVER]
-            .copy_from_slice(&header.receiver.unwrap_or(self.receiver).to_be_bytes());
-        header_bytes[wire::field::TRANSPORT_COUNTER].copy_from_slice(&counter.to_be_bytes());
-        let mut sealed = header_bytes.to_vec();
-        let mut body_bytes = plaintext;
-        let tag = self
-            .key
-            .seal_in_place(&header_bytes, counter, &mut body_bytes);
-        sealed.extend_from_slice(&body_bytes);
-        sealed.extend_from_slice(&tag);
-        sealed
-    }
-
-    fn seq(&mut self, choice: SeqChoice) -> u32 {
-        match choice {
-            SeqChoice::Next => {
-                let seq = self.next_seq;
-                self.next_seq = self.next_seq.wrapping_add(1);
-                seq
-            }
-            SeqChoice::Back(back) => self.next_seq.wrapping_sub(u32::from(back)),
-            SeqChoice::Raw(seq) => seq,
-        }
-    }
-
-    fn plaintext(&mut self, body: &BodySpec) -> (u8, Vec<u8>) {
-        let mut out = Vec::new();
-        match body {
-            BodySpec::Data {
-                path_pn,
-                tx_time_us,
-                seq,
-                inner,
-            } => {
-                let seq = self.seq(*seq);
-                push_data_meta(&mut out, *path_pn, *tx_time_us, seq);
-                out.extend_from_slice(&inner.build());
-                (wire::PacketType::Data.into(), out)
-            }
-            BodySpec::Control {
-                path_pn,
-                tx_time_us,
-                frames,
-            } => {
-                out.extend_from_slice(&path_pn.to_be_bytes());
-                out.extend_from_slice(&tx_time_us.to_be_bytes());
-                for frame in frames {
-                    frame.write(&mut out);
-                }
-                (wire::PacketType::Control.into(), out)
-            }
-            BodySpec::DataWithFrames {
-                path_pn,
-                tx_time_us,
-                seq,
-                frames,
-                claimed_frames_len,
-                inner,
-            } => {
-                let seq = self.seq(*seq);
-                push_data_meta(&mut out, *path_pn, *tx_time_us, seq);
-                let mut frame_bytes = Vec::new();
-                for frame in frames {
-                    frame.write(&mut frame_bytes);
-                }
-                let len = claimed_frames_len
-                    .unwrap_or(frame_bytes.len().min(usize::from(u16::MAX)) as u16);
-                out.extend_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(&frame_bytes);
-                out.extend_from_slice(&inner.build());
-                (wire::PacketType::DataWithFrames.into(), out)
-            }
-            BodySpec::Raw(bytes) => (wire::PacketType::Control.into(), bytes.clone()),
-        }
-    }
-}
-
-fn push_data_meta(out: &mut Vec<u8>, path_pn: u32, tx_time_us: u32, seq: u32) {
-    out.extend_from_slice(&path_pn.to_be_bytes());
-    out.extend_from_slice(&tx_time_us.to_be_bytes());
-    out.extend_from_slice(&seq.to_be_bytes());
-}
-
 /// A packet buffer holding `bytes` as a datagram, or `None` when the pool's buffers
 /// are too small for it (the daemon drops those as oversize before the core).
 pub fn datagram_packet(pool: &mut BufferPool, bytes: &[u8]) -> Option<Packet> {
@@ -502,22 +298,21 @@ pub fn tun_packet(pool: &mut BufferPool, bytes: &[u8]) -> Option<Packet> {
 
 /// Hands a datagram to `engine` the way the daemon does (receive, then flush the
 /// acknowledgements of the batch) and returns the bytes it answered with in
-/// `handle_datagram` alone.
+/// `handle_datagram` alone; `None` when the datagram is too large for a buffer (the
+/// daemon drops it unread).
 pub fn deliver(
     engine: &mut impl Core,
     now: Instant,
     received: Received,
     bytes: &[u8],
     out: &mut Vec<Outgoing>,
-) -> usize {
-    let Some(packet) = datagram_packet(engine.pool(), bytes) else {
-        return 0;
-    };
+) -> Option<usize> {
+    let packet = datagram_packet(engine.pool(), bytes)?;
     let before = out.len();
     engine.handle_datagram(now, received, packet, out);
     let answered = out[before..].iter().map(|o| o.packet.len()).sum();
     engine.flush_acks(now, out);
-    answered
+    Some(answered)
 }
 
 /// Advances `engine`'s timers to `until`, at most [`MAX_TIMER_ROUNDS`] times.
