@@ -229,6 +229,8 @@ impl ServerCore {
         };
         if self.ledger.crowded_out(held) {
             let share = self.ledger.share(held);
+            // Rare: only when the budget is spent.
+            let mut cut_back = Vec::new();
             for (other, entry) in &mut self.sessions {
                 let before = entry.session.held_packets();
                 if *other == id || before <= share {
@@ -239,6 +241,11 @@ impl ServerCore {
                     .session
                     .shed_to(now, share, pool, &mut self.deliver, drops);
                 self.ledger.update(before, entry.session.held_packets());
+                cut_back.push(*other);
+            }
+            // What they held set their deadlines.
+            for other in cut_back {
+                self.reschedule(other);
             }
         }
         let limit = self.ledger.limit(held);
