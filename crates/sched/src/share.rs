@@ -95,15 +95,12 @@ pub struct CapacityShare {
     sent_current: u64,
     sent_previous: u64,
     /// Credit per path id in bytes: earned at the floor rate, spent on every send.
-    /// This and the next two grow to the highest path id sent on (see
-    /// [`CapacityShare::track`]); a missing entry is 0. Tables for all 64 ids were
-    /// 1.5 KiB in every session, idle or not.
-    credit: Vec<i64>,
+    credit: [i64; SLOTS],
     /// Floor rate per path id in bytes per second, as last decided; 0 for a path that
     /// does not share.
-    floor_rate: Vec<u64>,
+    floor_rate: [u64; SLOTS],
     /// Packets placed by the floors per path id, since this scheduler was built.
-    floor_packets: Vec<u64>,
+    floor_packets: [u64; SLOTS],
     /// When the credits were last earned.
     earned_at: Option<Instant>,
     /// When sharing and the floor rates were last decided.
@@ -118,28 +115,16 @@ impl CapacityShare {
             window_start: None,
             sent_current: 0,
             sent_previous: 0,
-            credit: Vec::new(),
-            floor_rate: Vec::new(),
-            floor_packets: Vec::new(),
+            credit: [0; SLOTS],
+            floor_rate: [0; SLOTS],
+            floor_packets: [0; SLOTS],
             earned_at: None,
             decided_at: None,
         }
     }
 
-    /// Gives `path` an entry in the per-path tables (once per path id; ids beyond
-    /// [`PathId::MAX_IN_SET`] get none and never share).
-    fn track(&mut self, path: PathId) {
-        let len = usize::from(path.0) + 1;
-        if len > self.credit.len() && len <= SLOTS {
-            self.credit.resize(len, 0);
-            self.floor_rate.resize(len, 0);
-            self.floor_packets.resize(len, 0);
-        }
-    }
-
     /// `bytes` went on `path`.
     pub fn on_sent(&mut self, now: Instant, path: PathId, bytes: usize) {
-        self.track(path);
         self.advance(now);
         self.sent_current = self.sent_current.saturating_add(bytes as u64);
         if let Some(credit) = self.credit.get_mut(usize::from(path.0)) {
@@ -243,11 +228,10 @@ impl CapacityShare {
     ) {
         let recent = self.recent_bytes(now);
         let sharing = self.sharing(recent, paths, rule, packet_len, reorder_window);
-        self.floor_rate.fill(0);
+        self.floor_rate = [0; SLOTS];
         if let Some(sharing) = sharing {
             let recent_rate = u128::from(recent) * NANOS_PER_SEC / SHARE_WINDOW.as_nanos();
             for path in paths {
-                self.track(path.id);
                 let (Some(capacity), Some(floor_rate)) = (
                     sharing.member_capacity(path, rule, packet_len),
                     self.floor_rate.get_mut(usize::from(path.id.0)),

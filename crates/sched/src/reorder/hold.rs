@@ -94,10 +94,8 @@ pub struct AdaptiveHold {
     bounds: HoldBounds,
     /// First raw sample: later samples are measured from it.
     reference_us: Option<u32>,
-    /// Indexed by path id; ids above [`PathId::MAX_IN_SET`] are not tracked. Grows
-    /// to the highest id heard from: a session has a few paths of the 64 ids, and
-    /// the whole table would be 2 KiB in every idle session.
-    paths: Vec<Option<PathDelay>>,
+    /// Indexed by path id; ids above [`PathId::MAX_IN_SET`] are not tracked.
+    paths: [Option<PathDelay>; PathId::MAX_IN_SET as usize + 1],
     /// The ids with an entry in `paths`, so a target visits only those.
     tracked: PathSet,
     /// Longest needed wait in the current and the previous [`OBSERVED_BUCKET`].
@@ -115,7 +113,7 @@ impl AdaptiveHold {
         AdaptiveHold {
             bounds,
             reference_us: None,
-            paths: Vec::new(),
+            paths: [None; PathId::MAX_IN_SET as usize + 1],
             tracked: PathSet::EMPTY,
             observed: [Duration::ZERO; 2],
             bucket_start: None,
@@ -136,14 +134,7 @@ impl AdaptiveHold {
     /// A data packet arrived on `path` at `now`; `raw_owd_us` is the receiver's
     /// clock minus the sender's transmit timestamp, in microseconds, wrapping.
     pub fn on_arrival(&mut self, now: Instant, path: PathId, raw_owd_us: u32) {
-        let index = usize::from(path.0);
-        if path.0 > PathId::MAX_IN_SET {
-            return;
-        }
-        if index >= self.paths.len() {
-            self.paths.resize(index + 1, None);
-        }
-        let Some(slot) = self.paths.get_mut(index) else {
+        let Some(slot) = self.paths.get_mut(usize::from(path.0)) else {
             return;
         };
         self.tracked.insert(path);
@@ -231,7 +222,7 @@ impl AdaptiveHold {
 
     fn active(&self, now: Instant) -> impl Iterator<Item = (PathId, PathDelay)> + '_ {
         self.tracked.iter().filter_map(move |id| {
-            let delay = (*self.paths.get(usize::from(id.0))?)?;
+            let delay = self.paths[usize::from(id.0)]?;
             let fresh = now.saturating_duration_since(delay.last_sample) <= ACTIVE_WINDOW;
             fresh.then_some((id, delay))
         })
@@ -374,20 +365,6 @@ mod tests {
         assert_eq!(hold.target(t0 + ms(20)), BOUNDS.min);
         feed(&mut hold, t0, 7, &[(3, 40), (4, 900)], 20);
         assert_eq!(hold.target(t0 + ms(20)), BOUNDS.max);
-    }
-
-    #[test]
-    fn the_highest_path_id_is_tracked_and_ids_beyond_it_are_not() {
-        let t0 = Instant::now();
-        let mut hold = AdaptiveHold::new(BOUNDS);
-        let last = PathId(PathId::MAX_IN_SET);
-        hold.on_arrival(t0, last, 10_000);
-        hold.on_arrival(t0, PathId(PathId::MAX_IN_SET + 1), 10_000);
-        hold.on_arrival(t0, PathId(u8::MAX), 10_000);
-        hold.on_arrival(t0, PathId(0), 110_000);
-        let active: Vec<PathId> = hold.active_paths(t0).iter().collect();
-        assert_eq!(active, [PathId(0), last]);
-        assert_eq!(hold.target(t0), ms(100), "the two tracked paths' spread");
     }
 
     #[test]
