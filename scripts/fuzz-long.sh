@@ -10,6 +10,10 @@
 #   scripts/fuzz-long.sh [target ...]        # default: every target
 #   FUZZ_DEADLINE=23:00 scripts/fuzz-long.sh # stop in time: the targets still to
 #                                            # run share what is left until then
+#   FUZZ_RUNS_two_sessions=2000000 scripts/fuzz-long.sh
+#                                            # another count for one target (each
+#                                            # two_sessions input runs the cores twice:
+#                                            # about a hundred a second on one core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${FUZZ_RUNS:-10000000}
@@ -47,15 +51,17 @@ for target in "${targets[@]}"; do
         [ "$seconds" -lt 10 ] && seconds=10
         budget=(-max_total_time="$seconds")
     fi
+    runs_override="FUZZ_RUNS_$target"
+    runs=${!runs_override:-$RUNS}
     mkdir -p "fuzz/long-run/corpus/$target" "fuzz/artifacts/$target"
     # The whole-core targets decode a sequence of actions: inputs may be long from
     # the start, or most executions would hold only one or two actions.
     shape=()
     case "$target" in *_core|two_sessions) shape=(-len_control=0 -max_len=2048) ;; esac
-    echo "== $target: $RUNS runs ${budget[*]:-} (started $(date -u +%H:%M:%S))"
+    echo "== $target: $runs runs ${budget[*]:-} (started $(date -u +%H:%M:%S))"
     status=0
     begin=$SECONDS
-    TMPDIR="$scratch" nice -n 19 "$bin_dir/$target" -runs="$RUNS" "${budget[@]}" "${shape[@]}" -print_final_stats=1 \
+    TMPDIR="$scratch" nice -n 19 "$bin_dir/$target" -runs="$runs" "${budget[@]}" "${shape[@]}" -print_final_stats=1 \
         -artifact_prefix="fuzz/artifacts/$target/" \
         "fuzz/long-run/corpus/$target" "fuzz/corpus/$target" \
         > "fuzz/long-run/$target.log" 2>&1 || status=$?
@@ -63,7 +69,7 @@ for target in "${targets[@]}"; do
         "fuzz/long-run/$target.log" || true
     [ "$status" -ne 0 ] && echo "   $target FAILED (exit $status): see fuzz/long-run/$target.log"
     python3 scripts/fuzz_summary.py record "$target" "fuzz/long-run/$target.log" \
-        "fuzz/long-run/corpus/$target" "$((SECONDS - begin))" "$status" "$RUNS"
+        "fuzz/long-run/corpus/$target" "$((SECONDS - begin))" "$status" "$runs"
     python3 scripts/fuzz_summary.py table
     left=$(( left - 1 ))
 done

@@ -189,13 +189,13 @@ impl ServerBounds {
             return;
         }
         // An address validated before the step or by it. The report that tells is
-        // dear, so it is read only when the step has to do with an address not known
-        // as validated: an address stays in the set after its path moved on or its
-        // session ended, until the next read.
-        let unknown = |address: &SocketAddr| !self.validated.contains(address);
-        let after = (matches!(step, ServerStep::Datagram { from, .. } if unknown(&from))
-            || sent.iter().any(|outgoing| unknown(&outgoing.destination)))
-        .then(|| validated_addresses(server, now));
+        // dear, so it is read only when the step sent to an address not known as
+        // validated (nothing sent, nothing to judge): an address stays in the set
+        // after its path moved on or its session ended, until the next read.
+        let after = sent
+            .iter()
+            .any(|outgoing| !self.validated.contains(&outgoing.destination))
+            .then(|| validated_addresses(server, now));
         let validated = |address: &SocketAddr| {
             self.validated.contains(address)
                 || after.as_ref().is_some_and(|after| after.contains(address))
