@@ -48,7 +48,7 @@ pub enum ReloadError {
         "`{field}` changed, and {why}; restart to apply (e.g. systemctl restart mptund@<instance>)"
     )]
     RestartNeeded { field: String, why: &'static str },
-    /// The running session refused a change (scheduler parameters, path ids).
+    /// The running session refused a change (path ids).
     #[error("{0}; nothing was changed")]
     Refused(#[from] ReconfigureError),
 }
@@ -357,7 +357,7 @@ impl ApplyConfig for ClientCore {
             session,
             new.timers.handshake_retry,
             new.timers.session_timeout,
-        )?;
+        );
 
         for path in &removed {
             let socket = event_loop
@@ -422,7 +422,7 @@ fn apply_server(
         session,
         path,
         new.timers.session_idle_timeout,
-    )?;
+    );
     let peers = settings::peers(new);
     event_loop
         .engine
