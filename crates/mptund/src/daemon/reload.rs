@@ -504,6 +504,32 @@ mod tests {
     }
 
     #[test]
+    fn a_new_scheduler_applies_live_and_a_new_controller_needs_a_restart() {
+        let running = client(LTE);
+        let new = client(&format!(
+            "[scheduler]\nname = \"ecf\"\necf_hysteresis = 0.5\n\n{LTE}"
+        ));
+        assert_eq!(
+            restart_needed(
+                &Config::Client(running.clone()),
+                &Config::Client(new.clone())
+            ),
+            None
+        );
+        // What reload hands the core: the parsed choice, not a name.
+        assert_eq!(
+            settings::client_session(&new, 1400).scheduler,
+            mptund_sched::SchedulerChoice::Ecf(mptund_sched::EcfParams { hysteresis: 0.5 })
+        );
+        let cubic = client(&format!("[congestion]\ncontroller = \"cubic\"\n\n{LTE}"));
+        assert_eq!(
+            restart_needed(&Config::Client(running), &Config::Client(cubic))
+                .map(|(field, _)| field),
+            Some("congestion.controller".to_owned())
+        );
+    }
+
+    #[test]
     fn the_same_file_changes_nothing() {
         let old = client(&format!("{LTE}{WIFI}"));
         let changes = PathChanges::between(&old, &old);

@@ -1485,6 +1485,24 @@ fn a_path_removed_mid_stream_hands_its_packets_to_the_others_and_ids_are_not_reu
 }
 
 #[test]
+fn a_scheduler_is_rebuilt_only_when_its_choice_or_tuning_changes() {
+    use mptund_sched::{EcfParams, Scheduler as _};
+    let rebuilt = super::client::rebuilt_scheduler;
+    let round_robin = settings(Duration::from_millis(300));
+    assert!(rebuilt(&round_robin, &round_robin.clone()).is_none());
+    let ecf = |hysteresis| SessionSettings {
+        scheduler: SchedulerChoice::Ecf(EcfParams { hysteresis }),
+        ..round_robin.clone()
+    };
+    assert_eq!(
+        rebuilt(&round_robin, &ecf(0.5)).map(|scheduler| scheduler.name()),
+        Some("ecf")
+    );
+    assert!(rebuilt(&ecf(0.5), &ecf(0.25)).is_some());
+    assert!(rebuilt(&ecf(0.5), &ecf(0.5)).is_none());
+}
+
+#[test]
 fn a_scheduler_switch_mid_stream_keeps_the_stream_in_order() {
     let mut net = Net::established(&[5, 60], Duration::from_millis(300));
     let session = net.session_id();
