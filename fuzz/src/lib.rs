@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
 use mptund::buffers::{BufferPool, Packet, HEADROOM};
+use mptund::config::SchedulerChoice;
 use mptund::keys::{PrivateKey, PublicKey};
 use mptund::session::{Core, Outgoing, Received, ServerLimits};
 use mptund::wire;
@@ -96,7 +97,7 @@ pub fn source_addr(choice: u8) -> SocketAddr {
 
 pub fn session_settings() -> mptund::session::SessionSettings {
     let mut settings =
-        mptund::session::testing::session_settings("round-robin", Duration::from_millis(100), MTU);
+        mptund::session::testing::session_settings(SchedulerChoice::RoundRobin, Duration::from_millis(100), MTU);
     // The forged timestamps reach the delay equalization too.
     settings.equalize_delay = Some(mptund_sched::Equalization {
         scope: mptund_sched::EqualizeScope::AllPaths,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mptund::buffers::HEADROOM;
+use mptund::config::{ControllerChoice, SchedulerChoice};
 use mptund::crypto::{Aead, OpeningKey, SealingKey};
 use mptund::keys::PrivateKey;
 use mptund::session::testing::{client_settings, pool, server_settings, session_settings};
@@ -101,8 +102,12 @@ impl Pair {
         let now = Instant::now();
         let client_key = PrivateKey::generate();
         let server_key = PrivateKey::generate();
-        let mut session = session_settings("earliest-arrival", Duration::from_millis(50), MTU);
-        session.congestion_controller = "delay-rate".into();
+        let mut session = session_settings(
+            SchedulerChoice::EarliestArrival(Default::default()),
+            Duration::from_millis(50),
+            MTU,
+        );
+        session.congestion_controller = ControllerChoice::DelayRate;
         let client = ClientCore::new(
             now,
             Box::new(|| 1_700_000_000_000_000_000),

@@ -16,6 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use mptund::buffers::{BufferPool, HEADROOM, TAILROOM};
+use mptund::config::{ControllerChoice, SchedulerChoice};
 use mptund::keys::{PrivateKey, PublicKey};
 use mptund::session::{
     ClientCore, ClientPathSettings, ClientSettings, Core, PathSettings, Received, SendQueueConfig,
@@ -106,8 +107,7 @@ fn settings(
             },
         }],
         session: SessionSettings {
-            scheduler: "round-robin".into(),
-            scheduler_params: Default::default(),
+            scheduler: SchedulerChoice::RoundRobin,
             duplicate_latency_critical: false,
             parity_on_lossy_paths: true,
             reorder: ReorderConfig {
@@ -127,7 +127,7 @@ fn settings(
                 },
             },
             max_inner_len: MTU,
-            congestion_controller: "cubic".into(),
+            congestion_controller: ControllerChoice::Cubic,
             key_lifetime: Default::default(),
             probe: ProbeConfig {
                 max_datagram_size: (MTU + mptund::wire::DATA_OVERHEAD) as u64,

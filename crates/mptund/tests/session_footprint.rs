@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use mptund::buffers::{BufferPool, HEADROOM, TAILROOM};
-use mptund::config::Config;
+use mptund::config::{Config, SchedulerChoice};
 use mptund::keys::{PrivateKey, PublicKey};
 use mptund::session::{
     ClientCore, ClientPathSettings, ClientSettings, Core, Outgoing, PathSettings, Received,
@@ -148,7 +148,7 @@ fn server(peers: usize, server_key: &PrivateKey) -> ServerCore {
 /// keepalive a second.
 fn client(now: Instant, index: usize, server_key: PublicKey) -> ClientCore {
     let mut session = mptund::session::testing::session_settings(
-        "round-robin",
+        SchedulerChoice::RoundRobin,
         Duration::from_millis(100),
         usize::from(MTU),
     );

@@ -32,7 +32,7 @@ pub use ack::{
     AckRanges, AckSummary, AckTracker, ACK_ELICITING_THRESHOLD, MAX_ACK_RANGES,
     SMALL_DATAGRAMS_THRESHOLD,
 };
-pub use cc::{build_controller, AckSignals, AnyController, Controller, Pacer, CONTROLLER_NAMES};
+pub use cc::{AckSignals, AnyController, Controller, ControllerChoice, Pacer, UnknownController};
 pub use liveness::{
     Liveness, LivenessChange, LivenessMonitor, DOWN_AFTER_PTOS, DOWN_FLOOR, SUSPECT_AFTER_PTOS,
     SUSPECT_FLOOR,

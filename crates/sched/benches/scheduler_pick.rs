@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use mptund_sched::{
-    build_scheduler, PacketClass, PacketInfo, PathId, PathState, PathView, Scheduler,
-    SchedulerParams, SCHEDULER_NAMES,
+    AnyScheduler, EarliestArrivalParams, PacketClass, PacketInfo, PathId, PathState, PathView,
+    Scheduler, SchedulerChoice,
 };
 
 /// One-way delay (ms), rate (Mbit/s) and window fill (0..=1) per path: the
@@ -57,11 +57,13 @@ fn bench_pick(c: &mut Criterion) {
     let mut group = c.benchmark_group("pick");
     for path_count in [2, 8] {
         let paths = views(path_count);
-        for &name in SCHEDULER_NAMES {
-            let mut scheduler = build_scheduler(name, &SchedulerParams::default()).unwrap();
-            group.bench_with_input(BenchmarkId::new(name, path_count), &paths, |b, paths| {
-                b.iter(|| scheduler.pick(now, black_box(&packet), black_box(paths)))
-            });
+        for choice in SchedulerChoice::ALL {
+            let mut scheduler = AnyScheduler::new(choice);
+            group.bench_with_input(
+                BenchmarkId::new(choice.name(), path_count),
+                &paths,
+                |b, paths| b.iter(|| scheduler.pick(now, black_box(&packet), black_box(paths))),
+            );
         }
     }
     group.finish();
@@ -81,15 +83,17 @@ fn bench_capacity_shares(c: &mut Criterion) {
     let mut group = c.benchmark_group("earliest-arrival shares");
     for path_count in [2, 8] {
         let paths = views(path_count);
-        let off = SchedulerParams {
-            earliest_arrival_share_percent: 0,
-            ..SchedulerParams::default()
-        };
-        let mut unshared = build_scheduler("earliest-arrival", &off).unwrap();
+        let mut unshared =
+            AnyScheduler::new(SchedulerChoice::EarliestArrival(EarliestArrivalParams {
+                share_percent: 0,
+                ..EarliestArrivalParams::DEFAULT
+            }));
         group.bench_with_input(BenchmarkId::new("off", path_count), &paths, |b, paths| {
             b.iter(|| unshared.pick(now, black_box(&packet), black_box(paths)))
         });
-        let mut sharing = build_scheduler("earliest-arrival", &SchedulerParams::default()).unwrap();
+        let mut sharing = AnyScheduler::new(SchedulerChoice::EarliestArrival(
+            EarliestArrivalParams::DEFAULT,
+        ));
         for _ in 0..100_000 {
             sharing.on_sent(now, PathId(0), 1400);
         }

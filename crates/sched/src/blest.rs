@@ -24,7 +24,7 @@
 //! - MPTCP's window is the connection-level receive/send window. mptund's
 //!   receiver has no flow-control window; what fills up is its reorder buffer
 //!   (`ReorderBuffer`, capacity in packets), so the window is
-//!   [`crate::SchedulerParams::blest_reorder_window_bytes`] and what is left
+//!   [`crate::BlestParams::reorder_window_bytes`] and what is left
 //!   of it is that minus the bytes in flight on all paths minus this packet.
 //! - `mss` is the length of the packet being placed; windows are in bytes,
 //!   and a path without a congestion window uses rate × RTT (`predict.rs`).
@@ -37,7 +37,7 @@
 //!   [`Scheduler::on_lost`] raises λ by [`BLEST_LAMBDA_STEP_UP`] (at most
 //!   [`BLEST_LAMBDA_MAX_FACTOR`] × the configured λ) and each acknowledgement
 //!   lowers it by [`BLEST_LAMBDA_STEP_DOWN`], never below the configured λ
-//!   ([`crate::SchedulerParams::blest_lambda`], paper start value 1.0).
+//!   ([`crate::BlestParams::lambda`], paper start value 1.0).
 //! - Paths without an RTT sample get data only when no eligible path has one,
 //!   least loaded first (the daemon's probes measure them within a round trip).
 

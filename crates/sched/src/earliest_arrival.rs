@@ -25,7 +25,7 @@
 //! path is not filled past the point where it delivers later than the next one.
 //!
 //! One limit: a packet is not sent where it would arrive more than the peer's
-//! reorder window ([`crate::SchedulerParams::reorder_window`]) after a full
+//! reorder window ([`crate::EarliestArrivalParams::reorder_window`]) after a full
 //! path could deliver it once its window opens. It would come after the
 //! receiver gave its gap up, so the inner flow would see it lost and then
 //! duplicated; the scheduler returns [`Pick::Hold`] instead. A path whose base
@@ -46,7 +46,7 @@
 //! probes with: a far modem in Startup was otherwise filled to 180 ms of queue.
 //!
 //! Waiting for a full path is opt-in
-//! ([`crate::SchedulerParams::earliest_arrival_wait_margin`]): then, if an
+//! ([`crate::EarliestArrivalParams::wait_margin`]): then, if an
 //! eligible path that cannot send now would still deliver earlier than every
 //! path that can, by more than the margin, the scheduler returns
 //! [`Pick::Hold`]. The wait counts the send queue behind the packet

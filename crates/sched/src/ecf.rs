@@ -17,7 +17,7 @@
 //! else: waiting = 0; send on x_s
 //! ```
 //!
-//! `β` (hysteresis, paper value 0.25, [`crate::SchedulerParams::ecf_hysteresis`])
+//! `β` (hysteresis, paper value 0.25, [`crate::EcfParams::hysteresis`])
 //! keeps ECF waiting once it started, so it does not flap between the two
 //! decisions when they are close.
 //!

@@ -9,8 +9,8 @@
 //!   algorithm ([`EarliestArrival`] is mptund's own, [`Blest`], [`Ecf`],
 //!   [`MinRtt`], [`Redundant`] the published ones, [`RoundRobin`] and
 //!   [`WeightedRoundRobin`] the baselines), dispatched through
-//!   [`AnyScheduler`] so the hot path has no `Box<dyn>`; built by name with
-//!   [`build_scheduler`] and [`SchedulerParams`].
+//!   [`AnyScheduler`] so the hot path has no `Box<dyn>`; built from a
+//!   [`SchedulerChoice`], the name and tuning the configuration gives.
 //! - [`predicted_arrival`] and [`latency_critical_paths`] predict when a
 //!   packet sent now on a path reaches the receiver (the EDPF model), shared
 //!   by the schedulers and the daemon; [`Eligibility`] is the one rule of
@@ -23,6 +23,7 @@
 
 mod any_scheduler;
 mod blest;
+mod choice;
 mod earliest_arrival;
 mod ecf;
 mod eligible;
@@ -39,12 +40,15 @@ mod share;
 mod test_support;
 mod weighted_round_robin;
 
-pub use any_scheduler::{
-    build_scheduler, AnyScheduler, BuildError, SchedulerParams, SCHEDULER_NAMES,
-};
+pub use any_scheduler::AnyScheduler;
 pub use blest::{
     Blest, BLEST_DEFAULT_LAMBDA, BLEST_DEFAULT_REORDER_WINDOW_BYTES, BLEST_LAMBDA_MAX_FACTOR,
     BLEST_LAMBDA_STEP_DOWN, BLEST_LAMBDA_STEP_UP,
+};
+pub use choice::{
+    BlestParams, EarliestArrivalParams, EcfParams, SchedulerChoice, UnknownScheduler,
+    BLEST_LAMBDA_RANGE, BLEST_REORDER_WINDOW_BYTES_RANGE, EARLIEST_ARRIVAL_SHARE_PERCENT_RANGE,
+    EARLIEST_ARRIVAL_WAIT_MARGIN_RANGE, ECF_HYSTERESIS_RANGE, REORDER_WINDOW_RANGE,
 };
 pub use earliest_arrival::EarliestArrival;
 pub use ecf::{Ecf, ECF_DEFAULT_HYSTERESIS};

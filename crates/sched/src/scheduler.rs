@@ -10,7 +10,7 @@ use crate::share::PathShare;
 
 /// Decides which path(s) carry each packet.
 pub trait Scheduler {
-    /// The name this scheduler is configured by (one of [`crate::SCHEDULER_NAMES`]).
+    /// The name this scheduler is configured by (one of [`crate::SchedulerChoice::NAMES`]).
     fn name(&self) -> &'static str;
 
     /// Chooses the path(s) for `packet` among `paths` (the caller passes them

@@ -62,7 +62,7 @@ pub const SHARE_BURST: Duration = Duration::from_millis(10);
 /// times earliest-arrival's own pick (`crates/sched/benches/scheduler_pick.rs`).
 pub const SHARE_DECISION_INTERVAL: Duration = Duration::from_millis(1);
 
-/// Default of [`crate::SchedulerParams::earliest_arrival_share_percent`].
+/// Default of [`crate::EarliestArrivalParams::share_percent`].
 pub const EARLIEST_ARRIVAL_DEFAULT_SHARE_PERCENT: u16 = 75;
 
 /// A path's floor is this fraction of its capacity share (the module docs say why).

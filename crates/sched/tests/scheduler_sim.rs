@@ -11,7 +11,7 @@ mod sim;
 
 use std::time::Duration;
 
-use mptund_sched::{build_scheduler, EarliestArrival, SchedulerParams, SCHEDULER_NAMES};
+use mptund_sched::{AnyScheduler, EarliestArrival, EarliestArrivalParams, SchedulerChoice};
 use sim::{run, run_with, PathConfig, Repairs, Report, Scenario};
 
 /// Bottleneck buffer the modelled windows fill: 100 ms, the order of the
@@ -21,10 +21,10 @@ const QUEUE_MS: f64 = 100.0;
 
 fn run_all(scenario: &Scenario) -> Vec<Report> {
     println!("\n{} ({:?} simulated)", scenario.name, scenario.duration);
-    SCHEDULER_NAMES
-        .iter()
-        .map(|&name| {
-            let mut scheduler = build_scheduler(name, &SchedulerParams::default()).unwrap();
+    SchedulerChoice::ALL
+        .into_iter()
+        .map(|choice| {
+            let mut scheduler = AnyScheduler::new(choice);
             let report = run(&mut scheduler, scenario);
             println!("  {report}");
             report
@@ -36,12 +36,12 @@ fn run_all(scenario: &Scenario) -> Vec<Report> {
 /// (the opt-in `earliest_arrival_wait_margin_us = 0`), without capacity shares: the
 /// waiting rule alone.
 fn run_waiting_earliest_arrival(scenario: &Scenario) -> Report {
-    let params = SchedulerParams {
-        earliest_arrival_wait_margin: Some(Duration::ZERO),
-        earliest_arrival_share_percent: 0,
-        ..SchedulerParams::default()
-    };
-    let mut scheduler = build_scheduler("earliest-arrival", &params).unwrap();
+    let mut scheduler =
+        AnyScheduler::new(SchedulerChoice::EarliestArrival(EarliestArrivalParams {
+            wait_margin: Some(Duration::ZERO),
+            share_percent: 0,
+            ..EarliestArrivalParams::DEFAULT
+        }));
     let report = run(&mut scheduler, scenario);
     println!("  {report} (waiting for full paths)");
     report
@@ -49,11 +49,11 @@ fn run_waiting_earliest_arrival(scenario: &Scenario) -> Report {
 
 /// Earliest-arrival without capacity shares (`earliest_arrival_share_percent = 0`).
 fn run_earliest_arrival_without_shares(scenario: &Scenario) -> Report {
-    let params = SchedulerParams {
-        earliest_arrival_share_percent: 0,
-        ..SchedulerParams::default()
-    };
-    let mut scheduler = build_scheduler("earliest-arrival", &params).unwrap();
+    let mut scheduler =
+        AnyScheduler::new(SchedulerChoice::EarliestArrival(EarliestArrivalParams {
+            share_percent: 0,
+            ..EarliestArrivalParams::DEFAULT
+        }));
     let report = run(&mut scheduler, scenario);
     println!("  {report} (no capacity shares)");
     report
@@ -429,10 +429,9 @@ fn the_model_is_deterministic() {
         offered_mbit: None,
         duration: Duration::from_millis(500),
     };
-    for &name in SCHEDULER_NAMES {
-        let params = SchedulerParams::default();
-        let first = run(&mut build_scheduler(name, &params).unwrap(), &scenario);
-        let second = run(&mut build_scheduler(name, &params).unwrap(), &scenario);
-        assert_eq!(format!("{first}"), format!("{second}"), "{name}");
+    for choice in SchedulerChoice::ALL {
+        let first = run(&mut AnyScheduler::new(choice), &scenario);
+        let second = run(&mut AnyScheduler::new(choice), &scenario);
+        assert_eq!(format!("{first}"), format!("{second}"), "{choice}");
     }
 }

@@ -33,23 +33,22 @@ use std::time::Duration;
 
 pub use crate::wire::Aead;
 
-pub use mptund_sched::EqualizeScope;
+pub use mptund_probe::ControllerChoice;
+pub use mptund_sched::{EqualizeScope, SchedulerChoice};
 
 pub use error::ConfigError;
 pub use ipnet::{IpNet, IpNetParseError};
 pub use keys::{decode_key, encode_key, public_key_of, KeyError, KEY_LEN};
 
-/// Scheduler names `[scheduler] name` accepts.
-///
-/// The schedulers built into this mptund.
-pub const KNOWN_SCHEDULERS: &[&str] = mptund_sched::SCHEDULER_NAMES;
-/// The congestion controllers built into this mptund.
-pub const KNOWN_CONTROLLERS: &[&str] = mptund_probe::CONTROLLER_NAMES;
+/// Scheduler names `[scheduler] name` accepts: the schedulers built into this mptund.
+pub const KNOWN_SCHEDULERS: &[&str] = SchedulerChoice::NAMES;
+/// Names `congestion.controller` accepts: the controllers built into this mptund.
+pub const KNOWN_CONTROLLERS: &[&str] = ControllerChoice::NAMES;
 /// Controller used when `[congestion]` is absent: delay-rate. It keeps the paths'
 /// buffers short, so a fast path's full buffer never hides the other paths'
 /// capacity from the scheduler; the scheduler benchmark (`benches/schedulers/`)
 /// measured it well ahead of CUBIC wherever one flow crosses four to eight modems.
-pub const DEFAULT_CONTROLLER: &str = "delay-rate";
+pub const DEFAULT_CONTROLLER: ControllerChoice = ControllerChoice::DelayRate;
 /// Values of the client's `server.cipher`: "auto", then every transport AEAD.
 pub const KNOWN_CIPHERS: &[&str] = &["auto", "aes-256-gcm", "chacha20-poly1305"];
 /// The transport AEADs `server.cipher` names, besides "auto".
@@ -96,7 +95,8 @@ pub const DEFAULT_BACKUP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(25);
 
 /// Scheduler used when `[scheduler]` is absent: the best of the seven for one TCP flow
 /// over every benchmark scenario (`benches/schedulers/REPORT.md`).
-pub const DEFAULT_SCHEDULER: &str = "earliest-arrival";
+pub const DEFAULT_SCHEDULER: SchedulerChoice =
+    SchedulerChoice::EarliestArrival(mptund_sched::EarliestArrivalParams::DEFAULT);
 
 /// Default `scheduler.duplicate_latency_critical`: off until the benchmark in
 /// `benches/schedulers/` shows the copies pay for their bytes.
@@ -246,8 +246,10 @@ pub struct PathConfig {
 /// The `[scheduler]` table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedulerConfig {
-    /// One of [`KNOWN_SCHEDULERS`].
-    pub name: String,
+    /// The scheduler `name` names, with the `[scheduler]` parameters it reads. The
+    /// peer's reorder window (in time and bytes) is not configured here: the daemon
+    /// derives it from `[reorder]` and the TUN MTU.
+    pub choice: SchedulerChoice,
     /// Send latency-critical inner packets (pure TCP ACKs, SYN/FIN/RST, DNS) on the
     /// two fastest paths.
     pub duplicate_latency_critical: bool,
@@ -255,9 +257,6 @@ pub struct SchedulerConfig {
     /// loses packets to the radio, so the receiver rebuilds a loss without waiting
     /// for its repair.
     pub parity_on_lossy_paths: bool,
-    /// Tuning of the schedulers that have any. `blest_reorder_window_bytes` is not
-    /// configured: the daemon derives it from the reorder buffer's capacity.
-    pub params: mptund_sched::SchedulerParams,
 }
 
 /// The `[reorder]` table: the receiver's reorder buffer.
@@ -283,8 +282,8 @@ pub struct ReorderConfig {
 /// The `[congestion]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CongestionConfig {
-    /// One of [`KNOWN_CONTROLLERS`].
-    pub controller: String,
+    /// The controller `controller` names.
+    pub controller: ControllerChoice,
     /// Packets that may wait for a free path when every path is full.
     pub queue_capacity_packets: usize,
     /// A packet that waited longer than this for a free path is dropped.

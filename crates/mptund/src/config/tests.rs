@@ -191,7 +191,14 @@ fn client_example_parses() {
             },
         ]
     );
-    assert_eq!(config.scheduler.name, "earliest-arrival");
+    assert_eq!(
+        config.scheduler.choice,
+        SchedulerChoice::EarliestArrival(mptund_sched::EarliestArrivalParams {
+            wait_margin: None,
+            share_percent: 75,
+            ..Default::default()
+        })
+    );
     assert_eq!(
         config.reorder,
         ReorderConfig {
@@ -355,7 +362,8 @@ fn the_cipher_is_auto_or_names_an_aead() {
 fn minimal_client_gets_defaults() {
     let dir = KeyDir::new();
     let config = client(parse("client.toml", MINIMAL_CLIENT, &dir.path).unwrap());
-    assert_eq!(config.scheduler.name, DEFAULT_SCHEDULER);
+    assert_eq!(config.scheduler.choice, DEFAULT_SCHEDULER);
+    assert_eq!(config.congestion.controller, DEFAULT_CONTROLLER);
     assert_eq!(config.reorder.max_hold, DEFAULT_REORDER_MAX_HOLD);
     assert_eq!(config.reorder.min_hold, DEFAULT_REORDER_MIN_HOLD);
     assert!(config.reorder.adaptive);
@@ -732,6 +740,10 @@ fn broken_configs() -> Vec<Broken> {
         c("unknown cipher", client_with("[server]\n", "[server]\ncipher = \"aes-128-gcm\"\n"), Some(7), "server.cipher", "unknown cipher \"aes-128-gcm\"", "did you mean \"aes-256-gcm\"?"),
         c("cipher on a server", format!("cipher = \"auto\"\n{MINIMAL_SERVER}"), Some(1), "cipher", "unknown field `cipher`", ""),
         c("unknown scheduler", format!("{MINIMAL_CLIENT}[scheduler]\nname = \"round-robbin\"\n"), Some(13), "scheduler.name", "unknown scheduler \"round-robbin\"", "did you mean \"round-robin\"?"),
+        c("unknown scheduler far from any", format!("{MINIMAL_CLIENT}[scheduler]\nname = \"fastest\"\n"), Some(13), "scheduler.name", "unknown scheduler \"fastest\"", "known schedulers: \"earliest-arrival\", \"blest\", \"ecf\", \"min-rtt\", \"weighted-round-robin\", \"round-robin\", \"redundant\""),
+        c("scheduler name in the wrong case", format!("{MINIMAL_CLIENT}[scheduler]\nname = \"ECF\"\n"), Some(13), "scheduler.name", "unknown scheduler \"ECF\"", "known schedulers: \"earliest-arrival\""),
+        c("unknown controller", format!("{MINIMAL_CLIENT}[congestion]\ncontroller = \"bbr\"\n"), Some(13), "congestion.controller", "unknown congestion controller \"bbr\"", "known congestion controllers: \"cubic\", \"delay-rate\""),
+        c("controller name misspelt", format!("{MINIMAL_CLIENT}[congestion]\ncontroller = \"delay_rate\"\n"), Some(13), "congestion.controller", "unknown congestion controller \"delay_rate\"", "did you mean \"delay-rate\"? known congestion controllers: \"cubic\", \"delay-rate\""),
         c("max_hold_ms out of range", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 0\n"), Some(13), "reorder.max_hold_ms", "0 ms is out of range", "from 1 to 5000 ms"),
         c("min_hold_ms above max_hold_ms", format!("{MINIMAL_CLIENT}[reorder]\nmax_hold_ms = 50\nmin_hold_ms = 60\n"), Some(14), "reorder.min_hold_ms", "above max_hold_ms (50 ms)", "lower min_hold_ms"),
         c("adaptive not a boolean", format!("{MINIMAL_CLIENT}[reorder]\nadaptive = \"yes\"\n"), Some(13), "reorder.adaptive", "expected a boolean", "true` or `false"),
@@ -914,4 +926,52 @@ proptest! {
         let text = MINIMAL_CLIENT.replace("[server]", &format!("mtu = {value}\n[server]"));
         parse_quietly(&text, &dir.path);
     }
+}
+
+#[test]
+fn every_scheduler_and_controller_name_loads_as_itself() {
+    let dir = KeyDir::new();
+    for &name in KNOWN_SCHEDULERS {
+        let text = format!("{MINIMAL_CLIENT}[scheduler]\nname = \"{name}\"\n");
+        let config = client(parse("client.toml", &text, &dir.path).unwrap());
+        assert_eq!(config.scheduler.choice.to_string(), name);
+    }
+    for &name in KNOWN_CONTROLLERS {
+        let text = format!("{MINIMAL_CLIENT}[congestion]\ncontroller = \"{name}\"\n");
+        let config = client(parse("client.toml", &text, &dir.path).unwrap());
+        assert_eq!(config.congestion.controller.to_string(), name);
+    }
+}
+
+#[test]
+fn the_chosen_scheduler_carries_its_own_parameters() {
+    let dir = KeyDir::new();
+    let tuning = "ecf_hysteresis = 0.5\nblest_lambda = 2.0\nearliest_arrival_share_percent = 0\nearliest_arrival_wait_margin_us = 250\n";
+    let choice = |name: &str| {
+        let text = format!("{MINIMAL_CLIENT}[scheduler]\nname = \"{name}\"\n{tuning}");
+        client(parse("client.toml", &text, &dir.path).unwrap())
+            .scheduler
+            .choice
+    };
+    assert_eq!(
+        choice("ecf"),
+        SchedulerChoice::Ecf(mptund_sched::EcfParams { hysteresis: 0.5 })
+    );
+    assert_eq!(
+        choice("blest"),
+        SchedulerChoice::Blest(mptund_sched::BlestParams {
+            lambda: 2.0,
+            ..Default::default()
+        })
+    );
+    assert_eq!(
+        choice("earliest-arrival"),
+        SchedulerChoice::EarliestArrival(mptund_sched::EarliestArrivalParams {
+            wait_margin: Some(Duration::from_micros(250)),
+            share_percent: 0,
+            ..Default::default()
+        })
+    );
+    // The others read none of it; it is still range-checked (see broken_configs).
+    assert_eq!(choice("min-rtt"), SchedulerChoice::MinRtt);
 }

@@ -270,15 +270,17 @@ mod tests {
         use crate::crypto::{Aead, SessionKeys};
         use crate::session::{testing, KeyPair, Session, SessionPath, SessionReport};
         use crate::wire::SessionId;
-        use mptund_sched::PathId;
+        use mptund_sched::{AnyScheduler, PathId, SchedulerChoice};
 
         let now = std::time::Instant::now();
-        let settings =
-            testing::session_settings("earliest-arrival", Duration::from_millis(100), 1400);
+        let settings = testing::session_settings(
+            SchedulerChoice::EarliestArrival(Default::default()),
+            Duration::from_millis(100),
+            1400,
+        );
         let keys = SessionKeys::new(Aead::ChaCha20Poly1305, &[1; 32], &[2; 32]);
         let path = SessionPath::learned(PathId(0), now, &testing::path_settings(), &settings);
-        let scheduler =
-            mptund_sched::build_scheduler(&settings.scheduler, &settings.scheduler_params).unwrap();
+        let scheduler = AnyScheduler::new(settings.scheduler);
         let session = Session::new(
             now,
             KeyPair::new(now, SessionId(1), SessionId(2), keys),

@@ -48,7 +48,7 @@ pub enum ReloadError {
         "`{field}` changed, and {why}; restart to apply (e.g. systemctl restart mptund@<instance>)"
     )]
     RestartNeeded { field: String, why: &'static str },
-    /// The running session refused a change (scheduler parameters, path ids).
+    /// The running session refused a change (path ids).
     #[error("{0}; nothing was changed")]
     Refused(#[from] ReconfigureError),
 }
@@ -357,7 +357,7 @@ impl ApplyConfig for ClientCore {
             session,
             new.timers.handshake_retry,
             new.timers.session_timeout,
-        )?;
+        );
 
         for path in &removed {
             let socket = event_loop
@@ -422,7 +422,7 @@ fn apply_server(
         session,
         path,
         new.timers.session_idle_timeout,
-    )?;
+    );
     let peers = settings::peers(new);
     event_loop
         .engine
@@ -500,6 +500,32 @@ mod tests {
         assert_eq!(
             restart_needed(&running, &moved).map(|(field, _)| field),
             Some("metrics.listen".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_new_scheduler_applies_live_and_a_new_controller_needs_a_restart() {
+        let running = client(LTE);
+        let new = client(&format!(
+            "[scheduler]\nname = \"ecf\"\necf_hysteresis = 0.5\n\n{LTE}"
+        ));
+        assert_eq!(
+            restart_needed(
+                &Config::Client(running.clone()),
+                &Config::Client(new.clone())
+            ),
+            None
+        );
+        // What reload hands the core: the parsed choice, not a name.
+        assert_eq!(
+            settings::client_session(&new, 1400).scheduler,
+            mptund_sched::SchedulerChoice::Ecf(mptund_sched::EcfParams { hysteresis: 0.5 })
+        );
+        let cubic = client(&format!("[congestion]\ncontroller = \"cubic\"\n\n{LTE}"));
+        assert_eq!(
+            restart_needed(&Config::Client(running), &Config::Client(cubic))
+                .map(|(field, _)| field),
+            Some("congestion.controller".to_owned())
         );
     }
 

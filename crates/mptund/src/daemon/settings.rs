@@ -3,7 +3,7 @@
 //! setting means the same in both.
 
 use mptund_probe::{ProbeConfig, INITIAL_RTT};
-use mptund_sched::{Equalization, HoldBounds, ReorderConfig, SchedulerParams};
+use mptund_sched::{Equalization, HoldBounds, ReorderConfig};
 
 use super::udp::Binding;
 use crate::config::{
@@ -118,14 +118,12 @@ fn session(
     tun_mtu: u16,
 ) -> SessionSettings {
     SessionSettings {
-        scheduler: scheduler.name.clone(),
-        scheduler_params: SchedulerParams {
-            // BLEST's receive window is what the peer's reorder buffer holds.
-            blest_reorder_window_bytes: (reorder.capacity_packets * usize::from(tun_mtu)) as u64,
-            // The peer is configured alike: its longest hold is ours.
-            reorder_window: reorder.max_hold,
-            ..scheduler.params.clone()
-        },
+        // The peer is configured alike: its reorder buffer holds what ours does, for
+        // as long.
+        scheduler: scheduler.choice.with_peer_reorder(
+            reorder.max_hold,
+            (reorder.capacity_packets * usize::from(tun_mtu)) as u64,
+        ),
         duplicate_latency_critical: scheduler.duplicate_latency_critical,
         parity_on_lossy_paths: scheduler.parity_on_lossy_paths,
         reorder: ReorderConfig {
@@ -150,7 +148,7 @@ fn session(
             },
         },
         max_inner_len: usize::from(tun_mtu),
-        congestion_controller: congestion.controller.clone(),
+        congestion_controller: congestion.controller,
         key_lifetime: timers.key_lifetime,
         probe: ProbeConfig {
             // Windows count UDP payload bytes, as the probe sees them.
@@ -206,6 +204,9 @@ pub(super) fn parse_client(text: &str) -> ClientConfig {
 mod tests {
     use std::time::Duration;
 
+    use mptund_probe::ControllerChoice;
+    use mptund_sched::{BlestParams, EarliestArrivalParams, SchedulerChoice};
+
     use super::*;
 
     const TABLES: &str = r#"
@@ -238,13 +239,18 @@ probe_budget_bytes_per_hour = 1000000
             Duration::from_millis(120)
         );
         assert_eq!(settings.session.reorder.capacity, 2048);
+        // The default scheduler waits for the peer's reorder buffer as long as ours
+        // holds a gap; the default controller is delay-rate.
         assert_eq!(
-            settings.session.scheduler_params.blest_reorder_window_bytes,
-            2048 * 1400
+            settings.session.scheduler,
+            SchedulerChoice::EarliestArrival(EarliestArrivalParams {
+                reorder_window: Duration::from_millis(120),
+                ..EarliestArrivalParams::DEFAULT
+            })
         );
         assert_eq!(
-            settings.session.scheduler_params.reorder_window,
-            Duration::from_millis(120)
+            settings.session.congestion_controller,
+            ControllerChoice::DelayRate
         );
         assert_eq!(settings.session.max_inner_len, 1400);
         assert_eq!(
@@ -254,5 +260,23 @@ probe_budget_bytes_per_hour = 1000000
         let binding = binding(&config.paths[0]);
         assert_eq!(binding.interface.as_deref(), Some("wwan0"));
         assert_eq!(binding.port, 0);
+    }
+
+    #[test]
+    fn blest_sees_the_reorder_buffer_in_bytes_and_cubic_reaches_the_core() {
+        let tables = TABLES.replace(
+            "[timers]",
+            "[scheduler]\nname = \"blest\"\nblest_lambda = 2.0\n\n[congestion]\ncontroller = \"cubic\"\n\n[timers]",
+        );
+        let config = parse_client(&format!("{CLIENT_HEAD}{tables}"));
+        let session = client(&config, 1400).session;
+        assert_eq!(
+            session.scheduler,
+            SchedulerChoice::Blest(BlestParams {
+                lambda: 2.0,
+                reorder_window_bytes: 2048 * 1400,
+            })
+        );
+        assert_eq!(session.congestion_controller, ControllerChoice::Cubic);
     }
 }

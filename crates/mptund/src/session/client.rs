@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use mptund_sched::{build_scheduler, PathId};
+use mptund_sched::{AnyScheduler, PathId};
 
 use super::handshake_time::{retry_delay, system_random, InitClock, RandomSource, WallClock};
 use super::receive::{ArrivalPath, ReceiveContext};
@@ -61,9 +61,6 @@ pub enum ReconfigureError {
     /// starts numbering afresh.
     #[error("path {0:?} cannot be added: this session has used all {max} path ids; restart to apply", max = u16::from(PathId::MAX_IN_SET) + 1)]
     OutOfPathIds(String),
-    /// The new scheduler could not be built.
-    #[error("scheduler: {0}")]
-    Scheduler(#[from] mptund_sched::BuildError),
 }
 
 /// The scheduler to swap in when `new` names another scheduler or other parameters
@@ -71,11 +68,8 @@ pub enum ReconfigureError {
 pub(super) fn rebuilt_scheduler(
     old: &SessionSettings,
     new: &SessionSettings,
-) -> Result<Option<mptund_sched::AnyScheduler>, mptund_sched::BuildError> {
-    if old.scheduler == new.scheduler && old.scheduler_params == new.scheduler_params {
-        return Ok(None);
-    }
-    build_scheduler(&new.scheduler, &new.scheduler_params).map(Some)
+) -> Option<AnyScheduler> {
+    (old.scheduler != new.scheduler).then(|| AnyScheduler::new(new.scheduler))
 }
 
 struct Handshaking {
@@ -340,23 +334,21 @@ impl ClientCore {
         Ok(())
     }
 
-    /// Applies new session settings and client timers. A changed scheduler name or
-    /// parameters builds a new scheduler and swaps it into the running session; on
-    /// error nothing changed.
+    /// Applies new session settings and client timers. A changed scheduler or
+    /// scheduler tuning builds a new scheduler and swaps it into the running session.
     pub fn apply_settings(
         &mut self,
         session: SessionSettings,
         handshake_retry: Duration,
         session_timeout: Duration,
-    ) -> Result<(), ReconfigureError> {
-        let scheduler = rebuilt_scheduler(&self.settings.session, &session)?;
+    ) {
+        let scheduler = rebuilt_scheduler(&self.settings.session, &session);
         if let Some(running) = &mut self.session {
             running.apply_settings(&session, scheduler);
         }
         self.settings.session = session;
         self.settings.handshake_retry = handshake_retry;
         self.settings.session_timeout = session_timeout;
-        Ok(())
     }
 
     /// How many more paths [`ClientCore::add_path`] can add before the session runs
@@ -577,13 +569,7 @@ impl ClientCore {
         if let Some(renewed) = handshaking.renews {
             return self.renew_keys(now, renewed, keys, received, out);
         }
-        let scheduler = match build_scheduler(
-            &self.settings.session.scheduler,
-            &self.settings.session.scheduler_params,
-        ) {
-            Ok(scheduler) => scheduler,
-            Err(error) => return tracing::error!(%error, "cannot build the scheduler"),
-        };
+        let scheduler = AnyScheduler::new(self.settings.session.scheduler);
         let mut paths = std::mem::take(&mut self.idle_paths);
         for path in &mut paths {
             // Every path with a socket is tried at once: its first probe tells the

@@ -203,7 +203,11 @@ mod tests {
             server_key.public_key(),
             SERVER,
             2,
-            session_settings("earliest-arrival", Duration::from_millis(50), 1400),
+            session_settings(
+                mptund_sched::SchedulerChoice::EarliestArrival(Default::default()),
+                Duration::from_millis(50),
+                1400,
+            ),
         );
         let core = ClientCore::new(
             now,

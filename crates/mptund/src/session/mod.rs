@@ -52,10 +52,10 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use mptund_probe::{Liveness, LostPacket, ProbeConfig};
+use mptund_probe::{ControllerChoice, Liveness, LostPacket, ProbeConfig};
 use mptund_sched::{
     AdaptiveHold, AnyScheduler, DelayEqualizer, DelayLine, Equalization, HoldBounds, PathId,
-    PathView, ReorderBuffer, ReorderConfig, SchedulerParams, SeqNo,
+    PathView, ReorderBuffer, ReorderConfig, SchedulerChoice, SeqNo,
 };
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings, ReconfigureError};
@@ -152,8 +152,8 @@ pub trait Core {
 /// Per-session parameters both roles take from their configuration.
 #[derive(Clone, Debug)]
 pub struct SessionSettings {
-    pub scheduler: String,
-    pub scheduler_params: SchedulerParams,
+    /// The scheduler and its tuning, range-checked when the configuration was read.
+    pub scheduler: SchedulerChoice,
     /// Latency-critical inner packets go on the two fastest paths.
     pub duplicate_latency_critical: bool,
     /// Parity datagrams on paths that lose packets to the radio (see `fec`).
@@ -172,8 +172,8 @@ pub struct SessionSettings {
     pub send_queue: SendQueueConfig,
     /// The TUN MTU: larger inner packets are dropped as oversize.
     pub max_inner_len: usize,
-    /// Congestion controller name, see `mptund_probe::CONTROLLER_NAMES`.
-    pub congestion_controller: String,
+    /// Every path's congestion controller.
+    pub congestion_controller: ControllerChoice,
     /// When keys are renewed and when they are refused.
     pub key_lifetime: KeyLifetime,
     pub probe: ProbeConfig,

@@ -11,10 +11,10 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use mptund_probe::cc::{queuing_delay_target, Cubic};
+use mptund_probe::cc::queuing_delay_target;
 use mptund_probe::{
-    build_controller, AckTracker, AnyController, Controller, Liveness, LostPacket, Pacer,
-    PathCounters, PathProbe, PathStats,
+    AckTracker, AnyController, Controller, Liveness, LostPacket, Pacer, PathCounters, PathProbe,
+    PathStats,
 };
 use mptund_sched::{PathId, PathState, PathView, SeqNo};
 
@@ -133,10 +133,10 @@ pub const MAX_JITTER_PINGS: usize = 3 * JITTER_PINGS;
 pub const JITTER_PING_GAP: Duration = Duration::from_millis(5);
 
 fn new_probe(now: Instant, session: &SessionSettings) -> PathProbe<AnyController> {
-    let datagram = session.probe.max_datagram_size;
-    // The configuration names a known controller; CUBIC stands in otherwise.
-    let controller = build_controller(&session.congestion_controller, datagram)
-        .unwrap_or_else(|_| AnyController::Cubic(Cubic::new(datagram)));
+    let controller = AnyController::new(
+        session.congestion_controller,
+        session.probe.max_datagram_size,
+    );
     PathProbe::new(now, session.probe, controller)
 }
 

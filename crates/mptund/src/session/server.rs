@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use mptund_sched::{build_scheduler, PathId};
+use mptund_sched::{AnyScheduler, PathId};
 
 use super::handshake_time::PeerTimestamp;
 use super::init_queue::{InitQueue, QueuedInit};
@@ -479,26 +479,20 @@ impl ServerCore {
     }
 
     /// Applies new session settings and path probing to every session and to
-    /// sessions to come; a changed scheduler is rebuilt for each session. On error
-    /// nothing changed.
+    /// sessions to come; a changed scheduler is rebuilt for each session.
     pub fn apply_settings(
         &mut self,
         now: Instant,
         session: SessionSettings,
         path: PathSettings,
         session_idle_timeout: Duration,
-    ) -> Result<(), super::ReconfigureError> {
-        let changed = super::client::rebuilt_scheduler(&self.session_settings, &session)?;
+    ) {
+        let changed = super::client::rebuilt_scheduler(&self.session_settings, &session);
         for entry in self.sessions.values_mut() {
-            // Each session needs its own scheduler state; the name and parameters
-            // were validated by building the first one.
-            let scheduler = match changed {
-                Some(_) => Some(build_scheduler(
-                    &session.scheduler,
-                    &session.scheduler_params,
-                )?),
-                None => None,
-            };
+            // Each session needs its own scheduler state.
+            let scheduler = changed
+                .as_ref()
+                .map(|_| AnyScheduler::new(session.scheduler));
             entry.session.apply_settings(&session, scheduler);
             for learned in &mut entry.session.paths {
                 learned.reconfigure(now, false, &path);
@@ -508,7 +502,6 @@ impl ServerCore {
         self.path_settings = path;
         self.session_idle_timeout = session_idle_timeout;
         self.reschedule_all();
-        Ok(())
     }
 
     pub fn session_count(&self) -> usize {
@@ -663,16 +656,7 @@ impl ServerCore {
         received: &Received,
         wire_len: usize,
     ) -> bool {
-        let scheduler = match build_scheduler(
-            &self.session_settings.scheduler,
-            &self.session_settings.scheduler_params,
-        ) {
-            Ok(scheduler) => scheduler,
-            Err(error) => {
-                tracing::error!(%error, "cannot build the scheduler");
-                return false;
-            }
-        };
+        let scheduler = AnyScheduler::new(self.session_settings.scheduler);
         let mut session = Session::new(
             now,
             keys,

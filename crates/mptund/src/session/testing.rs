@@ -5,7 +5,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use mptund_sched::ReorderConfig;
+use mptund_probe::ControllerChoice;
+use mptund_sched::{ReorderConfig, SchedulerChoice};
 
 use super::{
     ClientPathSettings, ClientSettings, CoDelConfig, PathSettings, PeerSettings, SendQueueConfig,
@@ -15,11 +16,11 @@ use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
 use crate::config::IpNet;
 use crate::keys::{PrivateKey, PublicKey};
 
-/// Session settings with a fixed reorder hold and the given scheduler and TUN MTU.
-pub fn session_settings(scheduler: &str, hold: Duration, mtu: usize) -> SessionSettings {
+/// Session settings with a fixed reorder hold and the given scheduler and TUN MTU;
+/// CUBIC on every path.
+pub fn session_settings(scheduler: SchedulerChoice, hold: Duration, mtu: usize) -> SessionSettings {
     SessionSettings {
-        scheduler: scheduler.into(),
-        scheduler_params: mptund_sched::SchedulerParams::default(),
+        scheduler,
         duplicate_latency_critical: false,
         parity_on_lossy_paths: true,
         reorder: ReorderConfig {
@@ -38,7 +39,7 @@ pub fn session_settings(scheduler: &str, hold: Duration, mtu: usize) -> SessionS
             },
         },
         max_inner_len: mtu,
-        congestion_controller: "cubic".into(),
+        congestion_controller: ControllerChoice::Cubic,
         key_lifetime: crate::crypto::KeyLifetime::default(),
         probe: mptund_probe::ProbeConfig {
             max_datagram_size: (mtu + crate::wire::DATA_OVERHEAD) as u64,

@@ -37,7 +37,7 @@ fn client_addr(path: usize) -> SocketAddr {
 }
 
 fn settings(hold: Duration) -> SessionSettings {
-    super::testing::session_settings("round-robin", hold, MTU)
+    super::testing::session_settings(SchedulerChoice::RoundRobin, hold, MTU)
 }
 
 fn path_settings() -> PathSettings {
@@ -644,8 +644,11 @@ fn new_packets_beside_a_waiting_repair_avoid_a_path_the_receiver_would_not_wait_
     // meanwhile, but not one that delivers after the receiver has given up waiting:
     // a GEO satellite behind 5G got a trickle of data this way, and each packet was a
     // gap the receiver skipped and the inner flow saw as a loss.
-    let mut session =
-        super::testing::session_settings("earliest-arrival", Duration::from_millis(200), MTU);
+    let mut session = super::testing::session_settings(
+        SchedulerChoice::EarliestArrival(Default::default()),
+        Duration::from_millis(200),
+        MTU,
+    );
     // The daemon's default: the burst below waits for the fast path's window.
     session.send_queue.max_sojourn = crate::config::DEFAULT_QUEUE_MAX_DELAY;
     let mut net = Net::established_with(&[5, 300], session);
@@ -669,8 +672,11 @@ fn new_packets_beside_a_waiting_repair_avoid_a_path_the_receiver_would_not_wait_
 
 #[test]
 fn the_server_measures_every_path_so_a_download_spreads_past_a_full_fast_path() {
-    let session =
-        super::testing::session_settings("earliest-arrival", Duration::from_millis(200), MTU);
+    let session = super::testing::session_settings(
+        SchedulerChoice::EarliestArrival(Default::default()),
+        Duration::from_millis(200),
+        MTU,
+    );
     let mut net = Net::established_with(&[10, 30], session);
     for path in net.server_paths() {
         assert!(
@@ -716,7 +722,7 @@ fn the_server_stops_measuring_a_path_whose_pings_go_unanswered() {
 
 fn delay_rate_settings() -> SessionSettings {
     let mut session = settings(Duration::from_millis(200));
-    session.congestion_controller = "delay-rate".into();
+    session.congestion_controller = ControllerChoice::DelayRate;
     session
 }
 
@@ -874,7 +880,11 @@ fn news_of_a_loss_takes_the_fastest_way_back() {
     // Paths 5 and 40 ms one way, both carrying a paced download. The client hears from
     // the slow path last whenever one of its packets arrives; the acknowledgement that
     // tells of a loss there still goes back on the 5 ms path.
-    let session = super::testing::session_settings("round-robin", Duration::from_millis(400), MTU);
+    let session = super::testing::session_settings(
+        SchedulerChoice::RoundRobin,
+        Duration::from_millis(400),
+        MTU,
+    );
     let mut net = Net::established_with(&[5, 40], session);
     let mut tag = 0;
     let mut send_one = |net: &mut Net| {
@@ -924,7 +934,8 @@ fn lone_packet_delay(equalize: Option<mptund_sched::EqualizeScope>, percent: u8)
 }
 
 fn equalizing(equalize: Option<mptund_sched::EqualizeScope>, percent: u8) -> SessionSettings {
-    let mut session = super::testing::session_settings("min-rtt", Duration::from_millis(200), MTU);
+    let mut session =
+        super::testing::session_settings(SchedulerChoice::MinRtt, Duration::from_millis(200), MTU);
     session.equalize_delay = equalize.map(|scope| Equalization { scope, percent });
     session
 }
@@ -969,23 +980,19 @@ fn delay_equalization_follows_a_reload() {
     let mut net = Net::established_with(&[10, 40], equalizing(all_paths, 100));
     net.run_for(Duration::from_millis(1500));
     assert!((40..=41).contains(&net.lone_packet_delay().as_millis()));
-    net.server
-        .apply_settings(
-            net.now,
-            equalizing(None, 100),
-            path_settings(),
-            Duration::from_secs(60),
-        )
-        .unwrap();
+    net.server.apply_settings(
+        net.now,
+        equalizing(None, 100),
+        path_settings(),
+        Duration::from_secs(60),
+    );
     assert!((10..=11).contains(&net.lone_packet_delay().as_millis()));
-    net.server
-        .apply_settings(
-            net.now,
-            equalizing(all_paths, 50),
-            path_settings(),
-            Duration::from_secs(60),
-        )
-        .unwrap();
+    net.server.apply_settings(
+        net.now,
+        equalizing(all_paths, 50),
+        path_settings(),
+        Duration::from_secs(60),
+    );
     // A fresh equalizer learns both paths' delays from their next datagrams, and
     // brings packets halfway now.
     net.run_for(Duration::from_millis(1500));
@@ -1478,6 +1485,24 @@ fn a_path_removed_mid_stream_hands_its_packets_to_the_others_and_ids_are_not_reu
 }
 
 #[test]
+fn a_scheduler_is_rebuilt_only_when_its_choice_or_tuning_changes() {
+    use mptund_sched::{EcfParams, Scheduler as _};
+    let rebuilt = super::client::rebuilt_scheduler;
+    let round_robin = settings(Duration::from_millis(300));
+    assert!(rebuilt(&round_robin, &round_robin.clone()).is_none());
+    let ecf = |hysteresis| SessionSettings {
+        scheduler: SchedulerChoice::Ecf(EcfParams { hysteresis }),
+        ..round_robin.clone()
+    };
+    assert_eq!(
+        rebuilt(&round_robin, &ecf(0.5)).map(|scheduler| scheduler.name()),
+        Some("ecf")
+    );
+    assert!(rebuilt(&ecf(0.5), &ecf(0.25)).is_some());
+    assert!(rebuilt(&ecf(0.5), &ecf(0.5)).is_none());
+}
+
+#[test]
 fn a_scheduler_switch_mid_stream_keeps_the_stream_in_order() {
     let mut net = Net::established(&[5, 60], Duration::from_millis(300));
     let session = net.session_id();
@@ -1486,10 +1511,9 @@ fn a_scheduler_switch_mid_stream_keeps_the_stream_in_order() {
     for tag in 0..600 {
         if tag == 300 {
             let mut settings = settings(Duration::from_millis(300));
-            settings.scheduler = "min-rtt".into();
+            settings.scheduler = SchedulerChoice::MinRtt;
             net.client
-                .apply_settings(settings, Duration::from_secs(1), Duration::from_secs(10))
-                .unwrap();
+                .apply_settings(settings, Duration::from_secs(1), Duration::from_secs(10));
             slow_before = sent_on_slow(&net);
         }
         net.client_sends(tag, 200);
@@ -1511,14 +1535,6 @@ fn a_scheduler_switch_mid_stream_keeps_the_stream_in_order() {
         "{} data packets on the slow path after the switch",
         sent_on_slow(&net) - slow_before
     );
-    // An unknown scheduler is refused and nothing changes.
-    let mut bad = settings(Duration::from_millis(300));
-    bad.scheduler = "no-such".into();
-    assert!(net
-        .client
-        .apply_settings(bad, Duration::from_secs(1), Duration::from_secs(10))
-        .is_err());
-    assert_eq!(net.client.report(net.now).sessions[0].scheduler, "min-rtt");
 }
 
 #[test]

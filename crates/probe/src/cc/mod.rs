@@ -5,7 +5,7 @@
 //!
 //! Controllers: [`Cubic`] (RFC 9438, loss-based, the default for wired-like paths) and
 //! [`DelayRate`] (BBR-style rate × min RTT window with a queuing-delay guard, for deep
-//! cellular buffers), chosen by name with [`build_controller`] and held in
+//! cellular buffers), named by a [`ControllerChoice`] and held in
 //! [`AnyController`]. [`Pacer`] spreads each path's window over its round trip.
 //!
 //! Feeding a controller (all times from the caller's clock):
@@ -141,11 +141,55 @@ pub(crate) fn send_quantum(rate_bytes_per_sec: u64) -> u64 {
     bytes_in(rate_bytes_per_sec, SEND_QUANTUM_INTERVAL).min(SEND_QUANTUM_MAX_BYTES)
 }
 
-/// The names [`build_controller`] accepts, as written in the configuration.
-pub const CONTROLLER_NAMES: &[&str] = &["cubic", "delay-rate"];
+/// A built-in congestion controller, as the configuration names it. Parsing a name
+/// ([`std::str::FromStr`]) is the one place a name becomes a controller;
+/// [`std::fmt::Display`] prints the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ControllerChoice {
+    /// See [`Cubic`].
+    Cubic,
+    /// See [`DelayRate`].
+    DelayRate,
+}
 
-/// A controller chosen by name at start; enum dispatch keeps the per-packet calls
-/// static (no `Box<dyn Controller>` on the hot path).
+impl ControllerChoice {
+    /// Every controller, in the order of [`Self::NAMES`].
+    pub const ALL: [ControllerChoice; 2] = [ControllerChoice::Cubic, ControllerChoice::DelayRate];
+
+    /// The names the configuration accepts (exact, case-sensitive).
+    pub const NAMES: &'static [&'static str] = &["cubic", "delay-rate"];
+
+    /// The configuration name of this controller.
+    pub fn name(self) -> &'static str {
+        match self {
+            ControllerChoice::Cubic => "cubic",
+            ControllerChoice::DelayRate => "delay-rate",
+        }
+    }
+}
+
+impl std::fmt::Display for ControllerChoice {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ControllerChoice {
+    type Err = UnknownController;
+
+    /// The controller called `name` (exact, case-sensitive).
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|choice| choice.name() == name)
+            .ok_or_else(|| UnknownController {
+                name: name.to_owned(),
+            })
+    }
+}
+
+/// A controller chosen at start; enum dispatch keeps the per-packet calls static (no
+/// `Box<dyn Controller>` on the hot path).
 #[derive(Clone, Debug)]
 pub enum AnyController {
     Cubic(Cubic),
@@ -251,7 +295,7 @@ impl Controller for AnyController {
     }
 }
 
-/// A controller name that is not one of [`CONTROLLER_NAMES`].
+/// A controller name that is none of [`ControllerChoice::NAMES`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownController {
     /// The name as given.
@@ -264,25 +308,23 @@ impl std::fmt::Display for UnknownController {
             formatter,
             "unknown congestion controller {:?}: use one of {}",
             self.name,
-            CONTROLLER_NAMES.join(", ")
+            ControllerChoice::NAMES.join(", ")
         )
     }
 }
 
 impl std::error::Error for UnknownController {}
 
-/// Builds the controller called `name` for a path whose datagrams are at most
-/// `max_datagram_size` bytes.
-pub fn build_controller(
-    name: &str,
-    max_datagram_size: u64,
-) -> Result<AnyController, UnknownController> {
-    match name {
-        "cubic" => Ok(AnyController::Cubic(Cubic::new(max_datagram_size))),
-        "delay-rate" => Ok(AnyController::DelayRate(DelayRate::new(max_datagram_size))),
-        _ => Err(UnknownController {
-            name: name.to_owned(),
-        }),
+impl AnyController {
+    /// The controller `choice` names, for a path whose datagrams are at most
+    /// `max_datagram_size` bytes.
+    pub fn new(choice: ControllerChoice, max_datagram_size: u64) -> Self {
+        match choice {
+            ControllerChoice::Cubic => AnyController::Cubic(Cubic::new(max_datagram_size)),
+            ControllerChoice::DelayRate => {
+                AnyController::DelayRate(DelayRate::new(max_datagram_size))
+            }
+        }
     }
 }
 
@@ -291,9 +333,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn builds_every_listed_name() {
-        for &name in CONTROLLER_NAMES {
-            let controller = build_controller(name, 1200).expect("listed name builds");
+    fn every_name_parses_to_a_choice_that_prints_and_builds_that_name() {
+        assert_eq!(ControllerChoice::ALL.len(), ControllerChoice::NAMES.len());
+        for (choice, &name) in ControllerChoice::ALL
+            .into_iter()
+            .zip(ControllerChoice::NAMES)
+        {
+            let parsed: ControllerChoice = name.parse().expect("listed name parses");
+            assert_eq!(parsed, choice);
+            assert_eq!(parsed.to_string(), name);
+            let controller = AnyController::new(parsed, 1200);
             assert_eq!(controller.name(), name);
             assert_eq!(controller.window(), controller.initial_window());
         }
@@ -301,7 +350,7 @@ mod tests {
 
     #[test]
     fn unknown_name_lists_the_valid_ones() {
-        let error = build_controller("bbr", 1200).unwrap_err();
+        let error = "bbr".parse::<ControllerChoice>().unwrap_err();
         assert_eq!(error.name, "bbr");
         assert_eq!(
             error.to_string(),
@@ -312,7 +361,7 @@ mod tests {
     #[test]
     fn dispatch_reaches_the_inner_controller() {
         let t0 = Instant::now();
-        let mut controller = build_controller("cubic", 1200).unwrap();
+        let mut controller = AnyController::new(ControllerChoice::Cubic, 1200);
         let before = controller.window();
         controller.on_congestion_event(t0, t0, false, 1200);
         assert_eq!(controller.window(), before * 7 / 10);

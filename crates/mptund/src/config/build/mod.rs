@@ -8,7 +8,11 @@ use std::ops::{Range, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mptund_sched::{EqualizeScope, SchedulerParams};
+use mptund_sched::{
+    BlestParams, EarliestArrivalParams, EcfParams, EqualizeScope, SchedulerChoice,
+    BLEST_LAMBDA_RANGE, EARLIEST_ARRIVAL_SHARE_PERCENT_RANGE, EARLIEST_ARRIVAL_WAIT_MARGIN_RANGE,
+    ECF_HYSTERESIS_RANGE,
+};
 
 use crate::crypto::KeyLifetime;
 use toml::de::DeTable;

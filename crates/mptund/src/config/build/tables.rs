@@ -95,7 +95,7 @@ impl Validator<'_> {
 
     pub(super) fn scheduler(&self, raw: &Option<Sp<RawScheduler>>) -> Result<SchedulerConfig> {
         let value = raw.as_ref().and_then(|r| r.get_ref().name.as_ref());
-        let name = self.known_name(
+        let choice = self.parsed_name(
             value,
             "scheduler.name",
             "scheduler",
@@ -112,46 +112,62 @@ impl Validator<'_> {
             .parity_on_lossy_paths
             .as_ref()
             .map_or(DEFAULT_PARITY_ON_LOSSY_PATHS, |value| *value.get_ref());
-        let defaults = SchedulerParams::default();
+        // Every parameter is checked, whichever scheduler reads it, so a bad value
+        // is reported now rather than after a later change of scheduler. The ranges
+        // are the schedulers' own (`mptund_sched`); nothing checks them again.
+        let micros = |range: &RangeInclusive<Duration>| {
+            i64::try_from(range.start().as_micros()).unwrap_or(i64::MAX)
+                ..=i64::try_from(range.end().as_micros()).unwrap_or(i64::MAX)
+        };
         // Absent: earliest-arrival never waits for a full path.
         let wait_margin = match scheduler.earliest_arrival_wait_margin_us.as_ref() {
             Some(value) => Some(Duration::from_micros(self.integer(
                 Some(value),
                 "scheduler.earliest_arrival_wait_margin_us",
-                0..=1_000_000,
+                micros(&EARLIEST_ARRIVAL_WAIT_MARGIN_RANGE),
                 " µs",
                 0,
             )? as u64)),
             None => None,
         };
-        let params = SchedulerParams {
-            ecf_hysteresis: self.fraction(
-                scheduler.ecf_hysteresis.as_ref(),
-                "scheduler.ecf_hysteresis",
-                0.0..=1.0,
-                defaults.ecf_hysteresis,
-            )?,
-            blest_lambda: self.fraction(
-                scheduler.blest_lambda.as_ref(),
-                "scheduler.blest_lambda",
-                0.1..=10.0,
-                defaults.blest_lambda,
-            )?,
-            earliest_arrival_wait_margin: wait_margin,
-            earliest_arrival_share_percent: self.integer(
-                scheduler.earliest_arrival_share_percent.as_ref(),
-                "scheduler.earliest_arrival_share_percent",
-                0..=1000,
-                " %",
-                i64::from(defaults.earliest_arrival_share_percent),
-            )? as u16,
-            ..defaults
+        let share_range = &EARLIEST_ARRIVAL_SHARE_PERCENT_RANGE;
+        let share_percent = self.integer(
+            scheduler.earliest_arrival_share_percent.as_ref(),
+            "scheduler.earliest_arrival_share_percent",
+            i64::from(*share_range.start())..=i64::from(*share_range.end()),
+            " %",
+            i64::from(EarliestArrivalParams::DEFAULT.share_percent),
+        )? as u16;
+        let hysteresis = self.fraction(
+            scheduler.ecf_hysteresis.as_ref(),
+            "scheduler.ecf_hysteresis",
+            ECF_HYSTERESIS_RANGE,
+            EcfParams::DEFAULT.hysteresis,
+        )?;
+        let lambda = self.fraction(
+            scheduler.blest_lambda.as_ref(),
+            "scheduler.blest_lambda",
+            BLEST_LAMBDA_RANGE,
+            BlestParams::DEFAULT.lambda,
+        )?;
+        let choice = match choice {
+            SchedulerChoice::EarliestArrival(defaults) => {
+                SchedulerChoice::EarliestArrival(EarliestArrivalParams {
+                    wait_margin,
+                    share_percent,
+                    ..defaults
+                })
+            }
+            SchedulerChoice::Blest(defaults) => {
+                SchedulerChoice::Blest(BlestParams { lambda, ..defaults })
+            }
+            SchedulerChoice::Ecf(_) => SchedulerChoice::Ecf(EcfParams { hysteresis }),
+            untuned => untuned,
         };
         Ok(SchedulerConfig {
-            name,
+            choice,
             duplicate_latency_critical,
             parity_on_lossy_paths,
-            params,
         })
     }
 
@@ -195,6 +211,37 @@ impl Validator<'_> {
         if known.contains(&name.as_str()) {
             return Ok(name.clone());
         }
+        Err(self.unknown_name(value, field, what, known))
+    }
+
+    /// An optional name parsed into what it names, or `default`; `known` lists the
+    /// names `T` parses, for the hint.
+    pub(super) fn parsed_name<T: std::str::FromStr>(
+        &self,
+        value: Option<&Sp<String>>,
+        field: &str,
+        what: &str,
+        known: &[&str],
+        default: T,
+    ) -> Result<T> {
+        let Some(value) = value else {
+            return Ok(default);
+        };
+        value
+            .get_ref()
+            .parse()
+            .map_err(|_| self.unknown_name(value, field, what, known))
+    }
+
+    /// "unknown `what`" at `value`, with the closest of `known` and the full list.
+    fn unknown_name(
+        &self,
+        value: &Sp<String>,
+        field: &str,
+        what: &str,
+        known: &[&str],
+    ) -> ConfigError {
+        let name = value.get_ref();
         let listed: Vec<String> = known.iter().map(|k| format!("{k:?}")).collect();
         let hint = match suggest::closest(name, known.iter().copied()) {
             Some(candidate) => format!(
@@ -203,15 +250,14 @@ impl Validator<'_> {
             ),
             None => format!("known {what}s: {}", listed.join(", ")),
         };
-        Err(self
-            .error(value.span(), field, format!("unknown {what} {name:?}"))
-            .with_hint(hint))
+        self.error(value.span(), field, format!("unknown {what} {name:?}"))
+            .with_hint(hint)
     }
 
     pub(super) fn congestion(&self, raw: &Option<Sp<RawCongestion>>) -> Result<CongestionConfig> {
         let empty = RawCongestion::default();
         let congestion = raw.as_ref().map_or(&empty, |c| c.get_ref());
-        let controller = self.known_name(
+        let controller = self.parsed_name(
             congestion.controller.as_ref(),
             "congestion.controller",
             "congestion controller",

@@ -38,7 +38,7 @@ impl Net {
 /// One 20 ms path with the send queue `configure` leaves, a second after setup.
 pub(super) fn one_path_with(configure: impl FnOnce(&mut SendQueueConfig)) -> Net {
     let mut session = super::super::testing::session_settings(
-        "earliest-arrival",
+        SchedulerChoice::EarliestArrival(Default::default()),
         Duration::from_millis(200),
         MTU,
     );
