@@ -72,6 +72,8 @@ pub fn table(report: &Report, interfaces: &Interfaces) -> String {
             drops.join(" ")
         }
     );
+    // The running daemon's build, which may differ from the `mptund` that asks.
+    let _ = writeln!(out, "daemon: mptund {}", crate::VERSION);
     out
 }
 
@@ -326,6 +328,8 @@ mod tests {
         report.cookie_replies_sent = 1;
         let text = table(&report, &Interfaces::default());
         assert!(text.contains("cookie replies sent: 1"), "{text}");
+        let build = format!("daemon: mptund {}", crate::VERSION);
+        assert!(text.lines().any(|line| line == build), "{text}");
         assert!(
             text.contains("cookie_required=1 handshake_rate_limited=1"),
             "{text}"
