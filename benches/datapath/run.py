@@ -38,7 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "testbed"))
-from mptund import SERVER_TUN_ADDR, DaemonPair, direct_topology, mptund_binary  # noqa: E402
+from mptund import SERVER_TUN_ADDR, DaemonPair, binary_record, direct_topology, mptund_binary  # noqa: E402
 from netns import Testbed  # noqa: E402
 
 MODES = ["raw", "wireguard-go", "mptund-1", "mptund-3"]
@@ -195,8 +195,11 @@ def report(results: dict) -> str:
             "runs": len(ok),
         }
     wg = medians.get("wireguard-go")
-    lines = ["| mode | runs | Mbit/s median (min–max) | CPU client / server (cores) | "
-             "CPU per Gbit/s (both ends) | vs wireguard-go |", "|---|---:|---:|---:|---:|---:|"]
+    binaries = [f"{label}: `{results[key]['version']}`" for key, label in
+                (("binary", "mptund"), ("baseline_binary", "baseline")) if results.get(key)]
+    lines = binaries + ([""] if binaries else []) + [
+        "| mode | runs | Mbit/s median (min–max) | CPU client / server (cores) | "
+        "CPU per Gbit/s (both ends) | vs wireguard-go |", "|---|---:|---:|---:|---:|---:|"]
     for mode, m in medians.items():
         ratio = f"{m['mbit'] / wg['mbit']:.2f}×" if wg and mode != "wireguard-go" else ""
         cpu = f"{m['client']:.2f} / {m['server']:.2f}" if mode != "raw" else ""
@@ -227,12 +230,14 @@ def main() -> int:
         args.modes = MODES + BASELINE_MODES
     if any(m in BASELINE_MODES for m in args.modes) and not args.baseline_bin:
         parser.error("the baseline-N modes need --baseline-bin")
-    mptund_binary()  # fails early without a release build
+    # Fails early without a release build. The commits are the binaries' own (their
+    # `--version`), not the tree's, which may have moved since they were built.
+    binary = binary_record(mptund_binary())
+    baseline = binary_record(args.baseline_bin) if args.baseline_bin else None
     wireguard = build_wireguard_go() if "wireguard-go" in args.modes else None
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    results = {"commit": commit, "baseline_bin": args.baseline_bin, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
-                                             f"Linux {platform.release()}",
+    results = {"commit": binary["commit"], "binary": binary,
+               "baseline_bin": args.baseline_bin, "baseline_binary": baseline,
+               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Linux {platform.release()}",
                "duration_s": args.duration, "runs": []}
     for round_index in range(args.rounds):
         shift = round_index % len(args.modes)

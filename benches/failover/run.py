@@ -34,7 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "testbed"))
-from mptund import SERVER_TUN_ADDR, DaemonPair  # noqa: E402
+from mptund import SERVER_TUN_ADDR, DaemonPair, binary_record, mptund_binary  # noqa: E402
 from topology import SERVER_ADDR, Topology, scenario_summary  # noqa: E402
 
 SCENARIOS = [
@@ -135,6 +135,8 @@ def run_one(scenario: Path, mode: str, cc: str, repeat: int, reorder: dict | Non
         "gaps": gap_starts(topo, received),
         "rto": rto,
         "tunnel": tunnel,
+        # The binary's own commit (its --version), not the tree's.
+        "mptund_binary": binary_record(mptund_binary()) if mode == "mptund" else None,
     }
 
 
@@ -162,6 +164,8 @@ def write_report(results: list[dict], path: Path, command: str) -> str:
         f"Machine: {platform.node()}, {os.cpu_count()} cores, kernel {platform.release()}. "
         "Fresh topology per run, transports interleaved.",
         f"Command: `{command}`",
+        *(f"Binary: `{version}`" for version in sorted({r["mptund_binary"]["version"] for r in results
+                                                         if r.get("mptund_binary")})),
         "",
         "| scenario | cc | transport | runs | median goodput Mbit/s | worst longest gap ms | inner RTOs, all runs | "
         "target met in every run |",

@@ -28,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent / "testbed"), str(HERE)]
 
-from mptund import SERVER_TUN_ADDR  # noqa: E402
+from mptund import SERVER_TUN_ADDR, binary_record, mptund_binary  # noqa: E402
 from tcp_state import data_connection, field  # noqa: E402
 from topology import Topology  # noqa: E402
 
@@ -129,6 +129,11 @@ def main() -> int:
         gaps = [gap for gap in failover.gap_starts(topo, received) if gap[1] >= 100]
     paths = max((sum(key.startswith("path") for key in sample) // len(PATH_COLUMNS) for sample in rows), default=0)
     columns = COLUMNS + [f"path{index}_{name}" for index in range(paths) for name in PATH_COLUMNS]
+    # The binary's own commit (its --version) on every row, so the CSV alone says what ran.
+    columns.append("mptund_commit")
+    commit = binary_record(mptund_binary())["commit"]
+    for sample in rows:
+        sample["mptund_commit"] = commit
     with args.out.open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=columns, restval="")
         writer.writeheader()

@@ -49,6 +49,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "testbed"))
+from mptund import binary_record, mptund_binary  # noqa: E402
 from topology import Topology, scenario_summary  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("baselines", REPO_ROOT / "benches" / "baselines" / "run.py")
@@ -220,6 +221,11 @@ def run_one(scenario: Path, mode: str, cc: str, direction: str, args) -> dict:
     })
     if args.inner_ecn:
         result["inner_ecn"] = True
+    if mode.startswith("mptund"):
+        # The binary's own commit (its --version), which a later build of the tree
+        # would not show.
+        result["mptund_binary"] = binary_record(args.baseline_bin if mode == BASELINE_MODE
+                                                else mptund_binary())
     for key in ("mptund_reorder", "mptund_sender"):
         if key in raw:
             result[key] = raw[key]
@@ -508,12 +514,21 @@ def svg_plot(results: list[dict], direction: str, cc: str) -> str:
     return "\n".join(parts) + "\n"
 
 
+def binaries_line(results: list[dict]) -> str:
+    """The mptund builds that ran, by mode, as their --version lines name them (results
+    from before the version line carry none)."""
+    builds = sorted({(r["mode"], r["mptund_binary"]["version"]) for r in results if r.get("mptund_binary")})
+    if not builds:
+        return ""
+    return "Binaries: " + "; ".join(f"{mode} `{version}`" for mode, version in builds) + "\n\n"
+
+
 def write_report(out: Path) -> str:
     """Writes goodput-<direction>-<cc>.svg into `out` and returns the tables."""
     results = load(out)
     for direction, cc in sorted({(r["direction"], r["cc"]) for r in results}):
         (out / f"goodput-{direction}-{cc}.svg").write_text(svg_plot(results, direction, cc))
-    return ("### mptund against MPTCP and the best single path (medians)\n\n" + comparison_table(results)
+    return (binaries_line(results) + "### mptund against MPTCP and the best single path (medians)\n\n" + comparison_table(results)
             + "\n### Every mode\n\n" + detail_table(results))
 
 
