@@ -12,7 +12,7 @@ transfer is sized as in run.py, by the rates of the direction it takes.
         --cc bbr --reorder equalize_delay=all-paths --out /tmp/trace.csv
     sudo python3 benches/failover/trace.py --scenario config/scenarios/three-paths-lossy.toml \\
         --cc cubic --out /tmp/lossy.csv
-    sudo python3 benches/failover/trace.py --scenario benches/schedulers/unseen/u-train-cells.toml \\
+    sudo python3 benches/failover/trace.py --scenario config/scenarios/u-train-cells.toml \\
         --cc bbr --direction upload --out /tmp/train-up.csv
 """
 

@@ -11,7 +11,7 @@ per run and path, and one for the inner sender, is printed. For finding out why 
 fell low; run.py stays the benchmark.
 
     sudo MPTUND_BIN=/tmp/mptund-new python3 benches/schedulers/tools/trace_paths.py \\
-        --scenario benches/schedulers/unseen/u-train-cells.toml --cc cubic --direction download \\
+        --scenario config/scenarios/u-train-cells.toml --cc cubic --direction download \\
         --runs 6 --out /tmp/trace-train
 """
 
