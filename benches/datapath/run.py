@@ -197,17 +197,37 @@ def report(results: dict) -> str:
     wg = medians.get("wireguard-go")
     binaries = [f"{label}: `{results[key]['version']}`" for key, label in
                 (("binary", "mptund"), ("baseline_binary", "baseline")) if results.get(key)]
+    if not binaries and results.get("commit"):
+        # Files from before the binaries' --version named their commit.
+        binaries = [f"tree commit when run (not necessarily the binary's): `{results['commit']}`"]
     lines = binaries + ([""] if binaries else []) + [
         "| mode | runs | Mbit/s median (min–max) | CPU client / server (cores) | "
-        "CPU per Gbit/s (both ends) | vs wireguard-go |", "|---|---:|---:|---:|---:|---:|"]
+        "CPU per Gbit/s (both ends) | vs wireguard-go | CPU per Gbit/s vs wireguard-go |",
+        "|---|---:|---:|---:|---:|---:|---:|"]
     for mode, m in medians.items():
         ratio = f"{m['mbit'] / wg['mbit']:.2f}×" if wg and mode != "wireguard-go" else ""
         cpu = f"{m['client']:.2f} / {m['server']:.2f}" if mode != "raw" else ""
         per_gbit = f"{m['per_gbit']:.2f}" if mode != "raw" else ""
+        cpu_ratio = (f"{m['per_gbit'] / wg['per_gbit']:.2f}×"
+                     if wg and wg["per_gbit"] and mode not in ("raw", "wireguard-go") else "")
         lines.append(f"| {mode} | {m['runs']} | {m['mbit']:.0f} ({m['min']:.0f}–{m['max']:.0f}) | {cpu} | "
-                     f"{per_gbit} | {ratio} |")
+                     f"{per_gbit} | {ratio} | {cpu_ratio} |")
     errors = [f"- {r['mode']} round {r['round']}: {r['error']}" for r in runs if "error" in r]
     return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
+
+
+STANDING_START, STANDING_END = "<!-- standing -->", "<!-- /standing -->"
+
+
+def write_standing(source: Path, table: str) -> None:
+    """Replaces REPORT.md's standing block with `table`; the rest is written by hand."""
+    path = HERE / "REPORT.md"
+    text = path.read_text()
+    head, rest = text.split(STANDING_START, 1)
+    tail = rest.split(STANDING_END, 1)[1]
+    block = (f"{STANDING_START}\n`python3 benches/datapath/run.py --report --standing --out "
+             f"benches/datapath/{source.name}`:\n\n{table}{STANDING_END}")
+    path.write_text(head + block + tail)
 
 
 def main() -> int:
@@ -219,10 +239,16 @@ def main() -> int:
                                                "to the default modes when given)")
     parser.add_argument("--out", default=str(HERE / "results.json"))
     parser.add_argument("--report", action="store_true", help="print the table of --out and exit")
+    parser.add_argument("--standing", action="store_true",
+                        help="with --report: also put the table into REPORT.md's standing (between its "
+                             "standing markers), naming --out as its source")
     args = parser.parse_args()
     out = Path(args.out)
     if args.report:
-        print(report(json.loads(out.read_text())))
+        table = report(json.loads(out.read_text()))
+        print(table)
+        if args.standing:
+            write_standing(out, table)
         return 0
     if os.geteuid() != 0:
         parser.error("runs need root (network namespaces)")
