@@ -43,8 +43,15 @@ fn commit_from_git(manifest_dir: &Path) -> Option<String> {
     let hash = git(manifest_dir, &["rev-parse", SHORT_HASH_DIGITS, "HEAD"])?;
     watch_git_files(manifest_dir);
     // Untracked files do not change what is built; modified tracked ones do.
-    let changes = git(manifest_dir, &["status", "--porcelain", "--untracked-files=no"])?;
-    let dirty = if changes.trim().is_empty() { "" } else { "-dirty" };
+    let changes = git(
+        manifest_dir,
+        &["status", "--porcelain", "--untracked-files=no"],
+    )?;
+    let dirty = if changes.trim().is_empty() {
+        ""
+    } else {
+        "-dirty"
+    };
     Some(format!("{}{dirty}", sanitize(hash.trim())))
 }
 

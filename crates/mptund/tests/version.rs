@@ -45,7 +45,10 @@ fn version_names_the_commit_of_the_checkout() {
 
 #[test]
 fn commit_shapes() {
-    assert_eq!(printed_commit("mptund 0.1.0 (commit e0214ed8a)\n"), Some("e0214ed8a"));
+    assert_eq!(
+        printed_commit("mptund 0.1.0 (commit e0214ed8a)\n"),
+        Some("e0214ed8a")
+    );
     assert!(commit_shaped("e0214ed8a"));
     assert!(commit_shaped("e0214ed8a-dirty"));
     assert!(!commit_shaped("e0214ed"));
