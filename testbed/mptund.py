@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -36,6 +37,28 @@ SERVER_TUN_ADDR6 = "fdd8:6d70:7475::1"
 def mptund_binary() -> Path:
     """$MPTUND_BIN, else the workspace's release build."""
     return release_binary("mptund", "MPTUND_BIN")
+
+
+# `mptund 0.1.0 (commit e0214ed8a-dirty)`, as crates/mptund/build.rs makes it.
+_VERSION_COMMIT = re.compile(r"\(commit ([0-9A-Za-z._+-]+)\)")
+
+
+def commit_of_version(version_line: str) -> str:
+    """The commit `mptund --version` names; `unknown` when the binary was built outside
+    a checkout, `not recorded` for a binary older than the version line's commit."""
+    match = _VERSION_COMMIT.search(version_line)
+    return match.group(1) if match else "not recorded"
+
+
+def binary_record(binary: Path | str) -> dict:
+    """What a benchmark's result file says about the mptund binary that ran: its path,
+    its `--version` line, and the commit that line names. The commit is the binary's
+    own (taken when it was built), not the commit of the tree the script runs in,
+    which may differ."""
+    path = Path(binary).resolve()
+    version = subprocess.run([str(path), "--version"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+    return {"path": str(path), "version": version, "commit": commit_of_version(version)}
 
 
 def direct_topology(bed: Testbed, paths: int) -> tuple[Netns, Netns, list[str]]:

@@ -170,6 +170,11 @@ def run_one(scenario: Path, mode: str, cc: str, args, path_index: int | None = N
                                               if "client_started_unix" in raw else None),
         **emulator_figures(emulator, args.direction),
     })
+    if mode == "mptund":
+        from mptund import binary_record, mptund_binary
+
+        # The binary's own commit (its --version), not the tree's.
+        result["mptund_binary"] = binary_record(mptund_binary())
     return result
 
 

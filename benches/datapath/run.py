@@ -38,7 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "testbed"))
-from mptund import SERVER_TUN_ADDR, DaemonPair, direct_topology, mptund_binary  # noqa: E402
+from mptund import SERVER_TUN_ADDR, DaemonPair, binary_record, direct_topology, mptund_binary  # noqa: E402
 from netns import Testbed  # noqa: E402
 
 MODES = ["raw", "wireguard-go", "mptund-1", "mptund-3"]
@@ -195,16 +195,39 @@ def report(results: dict) -> str:
             "runs": len(ok),
         }
     wg = medians.get("wireguard-go")
-    lines = ["| mode | runs | Mbit/s median (min–max) | CPU client / server (cores) | "
-             "CPU per Gbit/s (both ends) | vs wireguard-go |", "|---|---:|---:|---:|---:|---:|"]
+    binaries = [f"{label}: `{results[key]['version']}`" for key, label in
+                (("binary", "mptund"), ("baseline_binary", "baseline")) if results.get(key)]
+    if not binaries and results.get("commit"):
+        # Files from before the binaries' --version named their commit.
+        binaries = [f"tree commit when run (not necessarily the binary's): `{results['commit']}`"]
+    lines = binaries + ([""] if binaries else []) + [
+        "| mode | runs | Mbit/s median (min–max) | CPU client / server (cores) | "
+        "CPU per Gbit/s (both ends) | vs wireguard-go | CPU per Gbit/s vs wireguard-go |",
+        "|---|---:|---:|---:|---:|---:|---:|"]
     for mode, m in medians.items():
         ratio = f"{m['mbit'] / wg['mbit']:.2f}×" if wg and mode != "wireguard-go" else ""
         cpu = f"{m['client']:.2f} / {m['server']:.2f}" if mode != "raw" else ""
         per_gbit = f"{m['per_gbit']:.2f}" if mode != "raw" else ""
+        cpu_ratio = (f"{m['per_gbit'] / wg['per_gbit']:.2f}×"
+                     if wg and wg["per_gbit"] and mode not in ("raw", "wireguard-go") else "")
         lines.append(f"| {mode} | {m['runs']} | {m['mbit']:.0f} ({m['min']:.0f}–{m['max']:.0f}) | {cpu} | "
-                     f"{per_gbit} | {ratio} |")
+                     f"{per_gbit} | {ratio} | {cpu_ratio} |")
     errors = [f"- {r['mode']} round {r['round']}: {r['error']}" for r in runs if "error" in r]
     return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
+
+
+STANDING_START, STANDING_END = "<!-- standing -->", "<!-- /standing -->"
+
+
+def write_standing(source: Path, table: str) -> None:
+    """Replaces REPORT.md's standing block with `table`; the rest is written by hand."""
+    path = HERE / "REPORT.md"
+    text = path.read_text()
+    head, rest = text.split(STANDING_START, 1)
+    tail = rest.split(STANDING_END, 1)[1]
+    block = (f"{STANDING_START}\n`python3 benches/datapath/run.py --report --standing --out "
+             f"benches/datapath/{source.name}`:\n\n{table}{STANDING_END}")
+    path.write_text(head + block + tail)
 
 
 def main() -> int:
@@ -216,10 +239,16 @@ def main() -> int:
                                                "to the default modes when given)")
     parser.add_argument("--out", default=str(HERE / "results.json"))
     parser.add_argument("--report", action="store_true", help="print the table of --out and exit")
+    parser.add_argument("--standing", action="store_true",
+                        help="with --report: also put the table into REPORT.md's standing (between its "
+                             "standing markers), naming --out as its source")
     args = parser.parse_args()
     out = Path(args.out)
     if args.report:
-        print(report(json.loads(out.read_text())))
+        table = report(json.loads(out.read_text()))
+        print(table)
+        if args.standing:
+            write_standing(out, table)
         return 0
     if os.geteuid() != 0:
         parser.error("runs need root (network namespaces)")
@@ -227,12 +256,14 @@ def main() -> int:
         args.modes = MODES + BASELINE_MODES
     if any(m in BASELINE_MODES for m in args.modes) and not args.baseline_bin:
         parser.error("the baseline-N modes need --baseline-bin")
-    mptund_binary()  # fails early without a release build
+    # Fails early without a release build. The commits are the binaries' own (their
+    # `--version`), not the tree's, which may have moved since they were built.
+    binary = binary_record(mptund_binary())
+    baseline = binary_record(args.baseline_bin) if args.baseline_bin else None
     wireguard = build_wireguard_go() if "wireguard-go" in args.modes else None
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    results = {"commit": commit, "baseline_bin": args.baseline_bin, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
-                                             f"Linux {platform.release()}",
+    results = {"commit": binary["commit"], "binary": binary,
+               "baseline_bin": args.baseline_bin, "baseline_binary": baseline,
+               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Linux {platform.release()}",
                "duration_s": args.duration, "runs": []}
     for round_index in range(args.rounds):
         shift = round_index % len(args.modes)

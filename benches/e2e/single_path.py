@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "testbed"))
-from mptund import SERVER_PUBLIC_ADDR, SERVER_TUN_ADDR, DaemonPair, direct_topology  # noqa: E402
+from mptund import (SERVER_PUBLIC_ADDR, SERVER_TUN_ADDR, DaemonPair, binary_record,  # noqa: E402
+                    direct_topology, mptund_binary)
 from netns import Testbed  # noqa: E402
 
 
@@ -57,6 +58,8 @@ def main() -> None:
             print(json.dumps(runs[-1]), flush=True)
         pair.stop()
     summary = {
+        # The binary's own commit (its --version), not the tree's.
+        "mptund_binary": binary_record(mptund_binary()),
         "machine": {"cpus": __import__("os").cpu_count(), "kernel": platform.release()},
         "seconds": args.seconds, "congestion": args.congestion, "runs": runs,
         "median_raw_mbit": statistics.median(r["raw"]["goodput_mbit"] for r in runs),
@@ -65,7 +68,8 @@ def main() -> None:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "single_path.json").write_text(json.dumps(summary, indent=2))
-    lines = ["| run | raw veth Mbit/s | through mptund Mbit/s | ratio | retransmits (tunnel) | client CPU (cores) | server CPU (cores) |",
+    lines = [f"Binary: `{summary['mptund_binary']['version']}`", "",
+             "| run | raw veth Mbit/s | through mptund Mbit/s | ratio | retransmits (tunnel) | client CPU (cores) | server CPU (cores) |",
              "|---|---|---|---|---|---|---|"]
     for r in runs:
         lines.append(f"| {r['repeat']} | {r['raw']['goodput_mbit']:.0f} | {r['tunnel']['goodput_mbit']:.0f} | "

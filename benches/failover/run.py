@@ -17,6 +17,7 @@ Targets from the issue: the longest gap under 300 ms when a path with an RTT und
 100 ms dies, and no inner-TCP timeout, in every repeat.
 
     sudo python3 benches/failover/run.py                      # all scenarios, writes REPORT.md
+    python3 benches/failover/run.py --report results-3b73080.json   # REPORT.md from stored results
     sudo python3 benches/failover/run.py --scenario config/scenarios/5g-4g-blockage.toml --cc cubic
 """
 
@@ -34,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "testbed"))
-from mptund import SERVER_TUN_ADDR, DaemonPair  # noqa: E402
+from mptund import SERVER_TUN_ADDR, DaemonPair, binary_record, mptund_binary  # noqa: E402
 from topology import SERVER_ADDR, Topology, scenario_summary  # noqa: E402
 
 SCENARIOS = [
@@ -135,6 +136,8 @@ def run_one(scenario: Path, mode: str, cc: str, repeat: int, reorder: dict | Non
         "gaps": gap_starts(topo, received),
         "rto": rto,
         "tunnel": tunnel,
+        # The binary's own commit (its --version), not the tree's.
+        "mptund_binary": binary_record(mptund_binary()) if mode == "mptund" else None,
     }
 
 
@@ -154,14 +157,19 @@ def summary_rows(results: list[dict]) -> list[str]:
     return rows
 
 
-def write_report(results: list[dict], path: Path, command: str) -> str:
+def write_report(results: list[dict], path: Path, command: str, machine: str | None = None) -> str:
     """The tables; a hand-written part of an existing report from `## Reading` on is kept."""
+    machine = machine or f"{platform.node()}, {os.cpu_count()} cores, kernel {platform.release()}"
     lines = [
         "# Failover: what the inner TCP sees when a path dies",
         "",
-        f"Machine: {platform.node()}, {os.cpu_count()} cores, kernel {platform.release()}. "
-        "Fresh topology per run, transports interleaved.",
+        "The current standing, written by `run.py` (after a run, or with `--report RESULTS`); "
+        "every earlier run is a line of [HISTORY.md](HISTORY.md).",
+        "",
+        f"Machine: {machine}. Fresh topology per run, transports interleaved.",
         f"Command: `{command}`",
+        *(f"Binary: `{version}`" for version in sorted({r["mptund_binary"]["version"] for r in results
+                                                         if r.get("mptund_binary")})),
         "",
         "| scenario | cc | transport | runs | median goodput Mbit/s | worst longest gap ms | inner RTOs, all runs | "
         "target met in every run |",
@@ -206,7 +214,16 @@ def main() -> int:
     parser.add_argument("--reorder", action="append", default=[], metavar="KEY=VALUE",
                         help="a [reorder] setting for both daemons instead of its default, "
                              "e.g. equalize_delay=off (repeatable)")
+    parser.add_argument("--report", type=Path, metavar="RESULTS",
+                        help="write REPORT.md in --out from this results file (the standing) and exit")
+    parser.add_argument("--command", help="with --report: the command that produced RESULTS, for the report")
     args = parser.parse_args()
+    if args.report:
+        results = json.loads(args.report.read_text())
+        print(write_report(results, args.out / "REPORT.md",
+                           args.command or f"(not recorded) -> {args.report.name}",
+                           machine=f"the one that wrote `{args.report.name}`"))
+        return 0
     reorder = settings(args.reorder)
     results = []
     for scenario in args.scenario or SCENARIOS:

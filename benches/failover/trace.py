@@ -12,7 +12,7 @@ transfer is sized as in run.py, by the rates of the direction it takes.
         --cc bbr --reorder equalize_delay=all-paths --out /tmp/trace.csv
     sudo python3 benches/failover/trace.py --scenario config/scenarios/three-paths-lossy.toml \\
         --cc cubic --out /tmp/lossy.csv
-    sudo python3 benches/failover/trace.py --scenario benches/schedulers/unseen/u-train-cells.toml \\
+    sudo python3 benches/failover/trace.py --scenario config/scenarios/u-train-cells.toml \\
         --cc bbr --direction upload --out /tmp/train-up.csv
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent / "testbed"), str(HERE)]
 
-from mptund import SERVER_TUN_ADDR  # noqa: E402
+from mptund import SERVER_TUN_ADDR, binary_record, mptund_binary  # noqa: E402
 from tcp_state import data_connection, field  # noqa: E402
 from topology import Topology  # noqa: E402
 
@@ -129,6 +129,11 @@ def main() -> int:
         gaps = [gap for gap in failover.gap_starts(topo, received) if gap[1] >= 100]
     paths = max((sum(key.startswith("path") for key in sample) // len(PATH_COLUMNS) for sample in rows), default=0)
     columns = COLUMNS + [f"path{index}_{name}" for index in range(paths) for name in PATH_COLUMNS]
+    # The binary's own commit (its --version) on every row, so the CSV alone says what ran.
+    columns.append("mptund_commit")
+    commit = binary_record(mptund_binary())["commit"]
+    for sample in rows:
+        sample["mptund_commit"] = commit
     with args.out.open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=columns, restval="")
         writer.writeheader()

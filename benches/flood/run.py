@@ -139,7 +139,7 @@ def transfer(topo, pair, count: int, seed: int) -> dict:
 
 
 def run(args) -> dict:
-    from mptund import DaemonPair  # noqa: E402 - needs MPTUND_BIN set first
+    from mptund import DaemonPair, binary_record  # noqa: E402 - needs MPTUND_BIN set first
     from topology import Topology  # noqa: E402
 
     binary = os.environ["MPTUND_BIN"]
@@ -206,7 +206,9 @@ def run(args) -> dict:
     result_load = [round(x, 2) for x in os.getloadavg()]
     settings = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
     return {"rounds": rounds, "final_server_counters": final, "init_len": init_len,
-            "settings": settings, "load_average_at_end": result_load}
+            "settings": settings, "load_average_at_end": result_load,
+            # The binary's own commit (its --version), not the tree's.
+            "mptund_binary": binary_record(binary)}
 
 
 def summarize(result: dict) -> dict:
@@ -243,6 +245,7 @@ def write_markdown(result: dict, summary: dict, path: Path, command: str) -> str
         "below the load threshold: only the token bucket stops it).",
         f"Command: `{command}`. Load average (1, 5, 15 min) at the end of the run: "
         f"{result.get('load_average_at_end')} (other builds share the machine).",
+        f"Binary: `{result['mptund_binary']['version']}`." if result.get("mptund_binary") else "",
         "",
         f"- goodput without flood (median): **{summary['goodput_without_mbit_median']} Mbit/s**, "
         f"with flood: **{summary['goodput_with_mbit_median']} Mbit/s**, "

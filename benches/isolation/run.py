@@ -46,6 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "testbed"))
+from mptund import commit_of_version  # noqa: E402
 
 ATTACKS = ["challenge-flood", "gaveup-flood", "parity-paths", "many-paths", "reorder-gaps",
            "handshake-sources", "plain-data"]
@@ -88,13 +89,18 @@ def git(tree: Path, *argv: str) -> str:
 
 
 def describe_binary(path: Path, commit_override: str | None) -> dict:
-    """The binary's `--version` and the commit of the tree it was built from: the
-    override, else a COMMIT file beside it, else the git tree it sits in
-    (`<tree>/target/release/...`), marked `-dirty` if the tree has changes."""
+    """The binary's `--version` and the commit it was built from: the one its version
+    line names (`mptund --version`, taken when it was built), else the override, else
+    a COMMIT file beside it, else the git tree it sits in (`<tree>/target/release/...`),
+    marked `-dirty` if the tree has changes. The last three are for binaries that print
+    no commit (older builds, the hostile client example)."""
     version = subprocess.run([str(path), "--version"], capture_output=True, text=True,
                              check=False).stdout.strip() if path.name == "mptund" else None
-    commit = commit_override
-    source = "--*-commit flag" if commit else None
+    commit = commit_of_version(version) if version else None
+    source = "its --version" if commit not in (None, "unknown", "not recorded") else None
+    if source is None:
+        commit = commit_override
+        source = "--*-commit flag" if commit else None
     if commit is None and (path.parent / "COMMIT").is_file():
         commit, source = (path.parent / "COMMIT").read_text().strip(), "COMMIT file beside the binary"
     if commit is None:

@@ -19,7 +19,7 @@ Measured per N, once every session is established and after a warm-up:
         --counts 10000 --window 10 --out benches/scale/results-other.json
 
 The results file records the server binary that ran (`server_binary`: its
-`--version` and the commit of the tree it was built in).
+`--version` and the commit that line names, which build.rs took when it was built).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "testbed"))
-from mptund import mptund_binary  # noqa: E402
+from mptund import binary_record, mptund_binary  # noqa: E402
 from netns import Testbed  # noqa: E402
 
 PORT = 51900
@@ -68,25 +68,12 @@ def build() -> Path:
 
 
 def describe_binary(binary: Path) -> dict:
-    """What ran as the server: its path, `mptund --version`, and the commit of the
-    work tree it lies in (a binary at `<tree>/target/release/mptund` was built from
-    that tree; `dirty` when the tree had uncommitted changes to tracked files, and
-    `built` says when, to compare with the commit's time)."""
-    binary = Path(binary).resolve()
-
-    def git(*argv: str) -> str:
-        return subprocess.run(["git", "-C", str(binary.parent), *argv], capture_output=True,
-                              text=True).stdout.strip()
-
-    return {
-        "path": str(binary),
-        "version": subprocess.run([binary, "--version"], capture_output=True,
-                                  text=True).stdout.strip(),
-        "tree_commit": git("rev-parse", "HEAD") or None,
-        "tree_commit_time": git("log", "-1", "--format=%cI") or None,
-        "tree_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        "built": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(binary.stat().st_mtime)),
-    }
+    """What ran as the server: its path, `mptund --version`, the commit that line names
+    (taken when the binary was built, so it holds wherever the binary is copied), and
+    when it was built."""
+    record = binary_record(binary)
+    built = Path(record["path"]).stat().st_mtime
+    return {**record, "built": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(built))}
 
 
 def proc_stat(pid: int) -> tuple[float, float]:

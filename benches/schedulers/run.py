@@ -32,6 +32,10 @@ target/release/mptund.
           --out benches/schedulers/results-matrix-new --skip-existing      # (resumes a broken pass)
     done
     python3 benches/schedulers/run.py --report --out benches/schedulers/results-matrix
+    python3 benches/schedulers/run.py --report --out benches/schedulers/archive/results-ab-reach.tar.xz
+
+Past experiments are archived, one `archive/<name>.tar.xz` each, and listed in HISTORY.md;
+REPORT.md, the current standing, is written by tools/standing.py.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import json
 import os
 import statistics
 import sys
+import tarfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +54,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "testbed"))
+from mptund import binary_record, mptund_binary  # noqa: E402
 from topology import Topology, scenario_summary  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("baselines", REPO_ROOT / "benches" / "baselines" / "run.py")
@@ -220,6 +226,11 @@ def run_one(scenario: Path, mode: str, cc: str, direction: str, args) -> dict:
     })
     if args.inner_ecn:
         result["inner_ecn"] = True
+    if mode.startswith("mptund"):
+        # The binary's own commit (its --version), which a later build of the tree
+        # would not show.
+        result["mptund_binary"] = binary_record(args.baseline_bin if mode == BASELINE_MODE
+                                                else mptund_binary())
     for key in ("mptund_reorder", "mptund_sender"):
         if key in raw:
             result[key] = raw[key]
@@ -282,6 +293,8 @@ def scenario_file(name: str) -> Path:
 
 
 def run_scenarios(names: list[str], directions: list[str], schedulers: list[str], args) -> None:
+    if not names:
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
@@ -309,7 +322,16 @@ def run_scenarios(names: list[str], directions: list[str], schedulers: list[str]
 
 
 def load(out: Path) -> list[dict]:
-    results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    """The run files of a results directory, or of one archived as `<name>.tar.xz`
+    (archive/: the directory's files at the top of the tarball, under `<name>/`)."""
+    if out.name.endswith(".tar.xz"):
+        with tarfile.open(out) as archive:
+            members = sorted((m for m in archive.getmembers()
+                              if m.isfile() and m.name.count("/") == 1 and m.name.endswith(".json")),
+                             key=lambda m: m.name)
+            results = [json.loads(archive.extractfile(m).read()) for m in members]
+    else:
+        results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     for result in results:
         # Files from before --direction are downloads on loss-free scenarios.
         result.setdefault("direction", "download")
@@ -508,12 +530,25 @@ def svg_plot(results: list[dict], direction: str, cc: str) -> str:
     return "\n".join(parts) + "\n"
 
 
+def binaries_line(results: list[dict]) -> str:
+    """The mptund builds that ran, by mode, as their --version lines name them (results
+    from before the version line carry none)."""
+    builds = sorted({(r["mode"], r["mptund_binary"]["version"]) for r in results if r.get("mptund_binary")})
+    if not builds:
+        return ""
+    return "Binaries: " + "; ".join(f"{mode} `{version}`" for mode, version in builds) + "\n\n"
+
+
 def write_report(out: Path) -> str:
-    """Writes goodput-<direction>-<cc>.svg into `out` and returns the tables."""
+    """Writes goodput-<direction>-<cc>.svg into `out` and returns the tables. For an
+    archived set (`archive/<name>.tar.xz`) the plots go to `<name>/` in the current
+    directory instead."""
     results = load(out)
+    plots = out if out.is_dir() else Path.cwd() / out.name.removesuffix(".tar.xz")
+    plots.mkdir(parents=True, exist_ok=True)
     for direction, cc in sorted({(r["direction"], r["cc"]) for r in results}):
-        (out / f"goodput-{direction}-{cc}.svg").write_text(svg_plot(results, direction, cc))
-    return ("### mptund against MPTCP and the best single path (medians)\n\n" + comparison_table(results)
+        (plots / f"goodput-{direction}-{cc}.svg").write_text(svg_plot(results, direction, cc))
+    return (binaries_line(results) + "### mptund against MPTCP and the best single path (medians)\n\n" + comparison_table(results)
             + "\n### Every mode\n\n" + detail_table(results))
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "tests" / "e2e"), str(REPO / "testbed")]
 
-from mptund import SERVER_TUN_ADDR, DaemonPair, direct_topology  # noqa: E402
+from mptund import SERVER_TUN_ADDR, DaemonPair, binary_record, direct_topology  # noqa: E402
 from netns import Testbed  # noqa: E402
 from test_ops import live, shape_uplinks  # noqa: E402
 from test_tunnel import result, start_receiver, start_sender  # noqa: E402
@@ -80,7 +80,9 @@ def main() -> None:
     rows = []
     for run in range(args.runs):
         for name, binary in builds.items():
-            row = {"run": run, "build": name, **one_run(binary, seed=run)}
+            # The binary's own commit (its --version) on every line.
+            row = {"run": run, "build": name, "commit": binary_record(binary)["commit"],
+                   **one_run(binary, seed=run)}
             rows.append(row)
             line = json.dumps(row)
             print(line, flush=True)

@@ -13,6 +13,7 @@ path, lossy cells above MPTCP, and the geometric mean of mptund's new medians ov
 Ratios are compared unrounded.
 
     python3 benches/schedulers/tools/matrix_compare.py results-matrix-NEW results-matrix-OLD
+    python3 benches/schedulers/tools/matrix_compare.py results-matrix-NEW archive/results-matrix-3b73080.tar.xz
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def main() -> int:
         rest = part_mbit(mptund, False) / part_mbit(mptcp, False)
         of_mptcp_steady.append(rest)
         split.append(f"{name:<42} first3 {first:7.1%} of MPTCP | rest {rest:7.1%} of MPTCP")
-    old_name = old_dir.name.removeprefix("results-matrix-")
+    old_name = old_dir.name.removesuffix(".tar.xz").removeprefix("results-matrix-")
     (new_dir / f"against-{old_name}.txt").write_text("\n".join(against) + "\n")
     (new_dir / "first-3s-and-rest.txt").write_text("\n".join(split) + "\n")
     target = run.OF_MPTCP_TARGET

@@ -4,8 +4,9 @@ goodput over MPTCP's for the whole run, for the first two seconds (iperf3's firs
 half-second intervals) and for the rest, and the start's cost as a share of MPTCP's
 whole-run bytes. Runs of one cell are averaged across the result directories given.
 
-    python3 benches/schedulers/tools/start_cost.py benches/schedulers/results-matrix-21602b6-pass1 \\
-        benches/schedulers/results-matrix-21602b6-pass2
+    # archived result sets are unpacked first (tar -xJf archive/<name>.tar.xz -C /tmp):
+    python3 benches/schedulers/tools/start_cost.py /tmp/results-matrix-21602b6-pass1 \\
+        /tmp/results-matrix-21602b6-pass2
 """
 
 from __future__ import annotations

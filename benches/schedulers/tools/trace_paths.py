@@ -11,7 +11,7 @@ per run and path, and one for the inner sender, is printed. For finding out why 
 fell low; run.py stays the benchmark.
 
     sudo MPTUND_BIN=/tmp/mptund-new python3 benches/schedulers/tools/trace_paths.py \\
-        --scenario benches/schedulers/unseen/u-train-cells.toml --cc cubic --direction download \\
+        --scenario config/scenarios/u-train-cells.toml --cc cubic --direction download \\
         --runs 6 --out /tmp/trace-train
 """
 
@@ -28,6 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import run as bench  # noqa: E402  (run.py: the test bed, scenarios and iperf3 helpers)
+from mptund import binary_record, mptund_binary  # noqa: E402  (testbed/, on the path run.py set)
 from tcp_state import data_connection, field  # noqa: E402  (testbed/, on the path run.py set)
 
 FIELDS = ("state", "congestion_phase", "cwnd_bytes", "bytes_in_flight", "bottleneck_rate_bytes_per_s",
@@ -180,7 +181,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     for run_index in range(1, args.runs + 1):
         result = one_run(scenario, args.cc, args.direction, args.duration, args.interval_ms / 1e3)
-        result.update(scenario=scenario.stem, cc=args.cc, direction=args.direction, run=run_index)
+        result.update(scenario=scenario.stem, cc=args.cc, direction=args.direction, run=run_index,
+                      mptund_binary=binary_record(mptund_binary()))  # the binary's own commit
         (out / f"{scenario.stem}-{args.direction}-{args.cc}-run{run_index}.json").write_text(json.dumps(result))
         print(f"run {run_index}: {result['goodput_mbit']} Mbit/s {result['error'] or ''}")
         print(describe(result), flush=True)

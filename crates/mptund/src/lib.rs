@@ -35,3 +35,16 @@ pub mod noise;
 pub mod replay;
 pub mod session;
 pub mod wire;
+
+/// The git commit this binary was built from (`build.rs`): nine or more hex digits,
+/// `-dirty` when tracked files differed from it, or `unknown` outside a checkout.
+pub const BUILD_COMMIT: &str = env!("MPTUND_COMMIT");
+
+/// What `mptund --version` prints after the name, e.g. `0.1.0 (commit e0214ed8a)`;
+/// benchmark scripts record it in their result files.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MPTUND_COMMIT"),
+    ")"
+);

@@ -12,7 +12,7 @@ use mptund::keys::PrivateKey;
 #[derive(Parser)]
 #[command(
     name = "mptund",
-    version,
+    version = mptund::VERSION,
     about = "Multipath UDP tunnel: stripes a TUN device's packets over several uplinks"
 )]
 struct Cli {

@@ -198,7 +198,7 @@ fn write_answer(
             out.write_all(status::dump(&report, interfaces).as_bytes())?
         }
         (Ok(ControlRequest::StatusJson), Some(report)) => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
+            serde_json::to_writer_pretty(&mut out, &status::JsonReport::new(&report))?;
             out.write_all(b"\n")?;
         }
     }

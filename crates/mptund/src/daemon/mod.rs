@@ -825,7 +825,8 @@ impl<C: Core> EventLoop<C> {
         let Some(path) = &self.options.stats_file else {
             return Ok(());
         };
-        let json = serde_json::to_string_pretty(report).context("serialising the report")?;
+        let json = serde_json::to_string_pretty(&status::JsonReport::new(report))
+            .context("serialising the report")?;
         let partial = path.with_extension("partial");
         std::fs::write(&partial, json).with_context(|| format!("writing {}", partial.display()))?;
         std::fs::rename(&partial, path).with_context(|| format!("replacing {}", path.display()))

@@ -22,6 +22,34 @@ const HEADER: [&str; 12] = [
     "received",
 ];
 
+/// The report as `status --json` and `--stats-file` write it: the daemon's build (its
+/// version and the commit `mptund --version` names), then the report's own fields, so a
+/// benchmark's saved reports say which binary produced them.
+#[derive(serde::Serialize)]
+pub struct JsonReport<'a> {
+    build: Build,
+    #[serde(flatten)]
+    report: &'a Report,
+}
+
+#[derive(serde::Serialize)]
+struct Build {
+    version: &'static str,
+    commit: &'static str,
+}
+
+impl<'a> JsonReport<'a> {
+    pub fn new(report: &'a Report) -> Self {
+        Self {
+            build: Build {
+                version: env!("CARGO_PKG_VERSION"),
+                commit: crate::BUILD_COMMIT,
+            },
+            report,
+        }
+    }
+}
+
 /// The report as a table.
 pub fn table(report: &Report, interfaces: &Interfaces) -> String {
     let mut out = String::new();
@@ -72,6 +100,8 @@ pub fn table(report: &Report, interfaces: &Interfaces) -> String {
             drops.join(" ")
         }
     );
+    // The running daemon's build, which may differ from the `mptund` that asks.
+    let _ = writeln!(out, "daemon: mptund {}", crate::VERSION);
     out
 }
 
@@ -297,6 +327,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_json_report_names_the_build_before_the_report() {
+        let drops = crate::counters::DropCounters::default();
+        let report = Report::new("server", Vec::new(), Vec::new(), &drops, 3);
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&JsonReport::new(&report)).expect("JSON"))
+                .expect("one JSON document");
+        assert_eq!(json["build"]["commit"], crate::BUILD_COMMIT);
+        assert_eq!(json["build"]["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(json["role"], "server");
+        assert_eq!(json["sessions_established"], 3);
+    }
+
+    #[test]
     fn units_read_at_a_glance() {
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(1536), "1.5 KiB");
@@ -326,6 +369,8 @@ mod tests {
         report.cookie_replies_sent = 1;
         let text = table(&report, &Interfaces::default());
         assert!(text.contains("cookie replies sent: 1"), "{text}");
+        let build = format!("daemon: mptund {}", crate::VERSION);
+        assert!(text.lines().any(|line| line == build), "{text}");
         assert!(
             text.contains("cookie_required=1 handshake_rate_limited=1"),
             "{text}"

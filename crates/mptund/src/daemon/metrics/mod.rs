@@ -398,6 +398,22 @@ const PATH_STATES: &[&str] = &["up", "suspect", "down"];
 impl Collector for ReportCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let report = &self.report;
+        // An info metric in the Prometheus convention: the value is 1, the facts are
+        // in the labels, so a dashboard can join them onto any other series.
+        family(
+            &mut encoder,
+            "mptund_build_info",
+            "The daemon's version and the git commit it was built from.",
+            None,
+            MetricType::Gauge,
+        )?
+        .gauge(
+            &vec![
+                ("version", Cow::Borrowed(env!("CARGO_PKG_VERSION"))),
+                ("commit", Cow::Borrowed(crate::BUILD_COMMIT)),
+            ],
+            1.0,
+        )?;
         family(
             &mut encoder,
             "mptund_sessions",
@@ -747,6 +763,11 @@ mod tests {
         assert!(text.contains("\nmptund_memory_held_bytes 3145728"));
         assert!(text.contains("\nmptund_memory_budget_bytes 201326592"));
         assert!(text.ends_with("# EOF\n"));
+        assert!(text.contains(&format!(
+            "\nmptund_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            crate::BUILD_COMMIT
+        )));
     }
 
     #[test]
