@@ -137,6 +137,7 @@ impl World {
             "one step cost {spent} work units, over the bound of {}",
             self.work_per_step
         );
+        seal_all(&mut self.client, self.now, &mut self.out);
         let mut responses = HashMap::new();
         for outgoing in std::mem::take(&mut self.out) {
             let bytes = outgoing.packet.bytes();

@@ -177,6 +177,7 @@ impl World {
     }
 
     fn take_client_output(&mut self) {
+        seal_all(&mut self.client, self.now, &mut self.out);
         for outgoing in std::mem::take(&mut self.out) {
             dump_datagram(outgoing.packet.bytes());
             push_bounded(
@@ -190,11 +191,13 @@ impl World {
     /// After a server step that left what it sent in `out`: the bounds, then the
     /// datagrams go on their way.
     fn server_step(&mut self, step: ServerStep) {
+        seal_all(&mut self.server, self.now, &mut self.out);
         self.bounds.check(&self.server, self.now, step, &self.out);
         self.take_server_output();
     }
 
     fn take_server_output(&mut self) {
+        seal_all(&mut self.server, self.now, &mut self.out);
         let mut responses = HashMap::new();
         for outgoing in std::mem::take(&mut self.out) {
             let bytes = outgoing.packet.bytes().to_vec();

@@ -266,6 +266,7 @@ impl World {
     }
 
     fn take_client_output(&mut self) {
+        seal_all(&mut self.client, self.now, &mut self.out);
         for outgoing in std::mem::take(&mut self.out) {
             self.to_server
                 .push_back((outgoing.socket, outgoing.packet.bytes().to_vec()));
@@ -279,6 +280,7 @@ impl World {
     /// After a server step that left what it sent in `out`: the bounds (in the run
     /// with the hostile peer), then each datagram to its peer.
     fn server_step(&mut self, step: ServerStep) {
+        seal_all(&mut self.server, self.now, &mut self.out);
         if let Some(bounds) = &mut self.bounds {
             bounds.check(&self.server, self.now, step, &self.out);
         }

@@ -19,6 +19,7 @@ use mptund::buffers::{BufferPool, Packet, HEADROOM};
 use mptund::config::SchedulerChoice;
 use mptund::keys::{PrivateKey, PublicKey};
 use mptund::session::{Core, Outgoing, Received, ServerLimits};
+pub use mptund::session::testing::seal_all;
 use mptund::wire;
 
 /// TUN MTU of both cores.
@@ -311,8 +312,10 @@ pub fn deliver(
     let packet = datagram_packet(engine.pool(), bytes)?;
     let before = out.len();
     engine.handle_datagram(now, received, packet, out);
+    seal_all(engine, now, out);
     let answered = out[before..].iter().map(|o| o.packet.len()).sum();
     engine.flush_acks(now, out);
+    seal_all(engine, now, out);
     Some(answered)
 }
 
@@ -329,6 +332,7 @@ pub fn run_timers(
         };
         *now = (*now).max(at);
         engine.handle_timeout(*now, out);
+        seal_all(engine, *now, out);
     }
 }
 

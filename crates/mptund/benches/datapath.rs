@@ -16,7 +16,9 @@ use mptund::buffers::HEADROOM;
 use mptund::config::{ControllerChoice, SchedulerChoice};
 use mptund::crypto::{Aead, OpeningKey, SealingKey};
 use mptund::keys::PrivateKey;
-use mptund::session::testing::{client_settings, pool, server_settings, session_settings};
+use mptund::session::testing::{
+    client_settings, pool, seal_all, server_settings, session_settings,
+};
 use mptund::session::{ClientCore, Core, Outgoing, Received, ServerCore};
 use mptund::wire::{TAG_LEN, TRANSPORT_HEADER_LEN};
 
@@ -249,6 +251,8 @@ fn carry(
     now: Instant,
     out: &mut Vec<Outgoing>,
 ) {
+    let mut sent = sent;
+    seal_all(from, now, &mut sent);
     for outgoing in sent {
         let received = received(&outgoing);
         let packet = to.pool().take_copy(outgoing.packet.bytes());

@@ -18,6 +18,7 @@
 )]
 
 use core::fmt;
+use core::ops::Range;
 use thiserror::Error;
 
 /// Length of the transport header (Data and Control): common 4 bytes,
@@ -908,6 +909,108 @@ pub fn write_ack_frame(
     out[4..8].copy_from_slice(&ack_delay_us.to_be_bytes());
     out[8..12].copy_from_slice(&largest_owd_raw_us.to_be_bytes());
     Ok(written)
+}
+
+/// Where the parts of a transport datagram (Data, DataWithFrames, Control or Parity)
+/// lie, so that code building one names its parts and never computes an offset:
+/// header, metadata, the piggybacked frames with their length field (DataWithFrames
+/// only), the payload (inner packet, control frames or parity) and the tag. The AEAD
+/// seals everything from the metadata to the payload's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransportLayout {
+    meta_len: usize,
+    /// Piggybacked frames, zero for none (then there is no length field either).
+    frames_len: usize,
+    payload_len: usize,
+}
+
+impl TransportLayout {
+    /// A Data datagram around an inner packet of `inner_len` bytes, with `frames_len`
+    /// bytes of piggybacked frames (a DataWithFrames datagram if not zero).
+    pub const fn data(frames_len: usize, inner_len: usize) -> Self {
+        Self {
+            meta_len: DATA_META_LEN,
+            frames_len,
+            payload_len: inner_len,
+        }
+    }
+
+    /// A Control datagram holding `frames_len` bytes of frames.
+    pub const fn control(frames_len: usize) -> Self {
+        Self {
+            meta_len: CONTROL_META_LEN,
+            frames_len: 0,
+            payload_len: frames_len,
+        }
+    }
+
+    /// A Parity datagram around `payload_len` bytes of parity.
+    pub const fn parity(payload_len: usize) -> Self {
+        Self {
+            meta_len: PARITY_META_LEN,
+            frames_len: 0,
+            payload_len,
+        }
+    }
+
+    /// The packet type of a data datagram with this layout.
+    pub const fn data_type(&self) -> PacketType {
+        if self.frames_len > 0 {
+            PacketType::DataWithFrames
+        } else {
+            PacketType::Data
+        }
+    }
+
+    pub const fn header(&self) -> Range<usize> {
+        0..TRANSPORT_HEADER_LEN
+    }
+
+    pub const fn meta(&self) -> Range<usize> {
+        let start = self.header().end;
+        start..start + self.meta_len
+    }
+
+    /// The piggybacked frames' length field; empty without frames.
+    pub const fn frames_len_field(&self) -> Range<usize> {
+        let start = self.meta().end;
+        let len = if self.frames_len > 0 {
+            PIGGYBACK_LEN_FIELD
+        } else {
+            0
+        };
+        start..start + len
+    }
+
+    pub const fn frames(&self) -> Range<usize> {
+        let start = self.frames_len_field().end;
+        start..start + self.frames_len
+    }
+
+    pub const fn payload(&self) -> Range<usize> {
+        let start = self.frames().end;
+        start..start + self.payload_len
+    }
+
+    /// What the AEAD seals: metadata, frames and payload.
+    pub const fn sealed(&self) -> Range<usize> {
+        self.meta().start..self.payload().end
+    }
+
+    pub const fn tag(&self) -> Range<usize> {
+        let start = self.payload().end;
+        start..start + TAG_LEN
+    }
+
+    /// The whole datagram's length.
+    pub const fn datagram_len(&self) -> usize {
+        self.tag().end
+    }
+
+    /// The piggybacked frames' length as its field carries it.
+    pub fn frames_len_bytes(&self) -> [u8; PIGGYBACK_LEN_FIELD] {
+        (self.frames_len.min(usize::from(u16::MAX)) as u16).to_be_bytes()
+    }
 }
 
 /// Splits a DataWithFrames plaintext after its [`DataMeta`] into the frames and

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use mptund::buffers::{BufferPool, HEADROOM, TAILROOM};
 use mptund::config::{Config, SchedulerChoice};
 use mptund::keys::{PrivateKey, PublicKey};
+use mptund::session::testing::seal_all;
 use mptund::session::{
     ClientCore, ClientPathSettings, ClientSettings, Core, Outgoing, PathSettings, Received,
     ServerCore, Session, SessionPath,
@@ -202,6 +203,7 @@ impl Bench {
 
     fn deliver_to_server(&mut self, index: usize, datagrams: &mut Vec<Outgoing>) {
         let now = self.now;
+        seal_all(&mut self.clients[index], now, datagrams);
         for datagram in datagrams.drain(..) {
             // Room made outside the server's account: the vector is the test's.
             let mut answers = Vec::with_capacity(64);
@@ -222,6 +224,7 @@ impl Bench {
 
     fn deliver_to_clients(&mut self, datagrams: &mut Vec<Outgoing>) {
         let now = self.now;
+        self.charge_server(|server| seal_all(server, now, datagrams));
         for datagram in datagrams.drain(..) {
             let index = usize::from(datagram.destination.port() - 10_000);
             let client = &mut self.clients[index];

@@ -260,6 +260,9 @@ struct EventLoop<C: Core> {
     unsent: Vec<Option<Unsent>>,
     /// The datagrams of the send being made, back to back.
     send_buffer: Vec<u8>,
+    /// Send buffers given back by sends that waited for a full socket: a blocked
+    /// socket takes one of these, so no send allocates once warm.
+    spare_send_buffers: Vec<Vec<u8>>,
     stats_interval: Option<Duration>,
     next_stats: Option<Instant>,
     options: RunOptions,
@@ -301,6 +304,7 @@ impl<C: Core> EventLoop<C> {
             tun_mtu,
             unsent: Vec::new(),
             send_buffer: Vec::with_capacity(u16::MAX as usize),
+            spare_send_buffers: Vec::new(),
             stats_interval,
             next_stats: None,
             options,
@@ -386,6 +390,7 @@ impl<C: Core> EventLoop<C> {
         if let Some(unsent) = self.unsent.get_mut(index).and_then(Option::take) {
             let error = io::Error::new(io::ErrorKind::NotConnected, "path socket closed");
             self.engine.on_send_failed(now, &unsent.transmit, &error);
+            self.spare_send_buffers.push(unsent.contents);
         }
     }
 
@@ -714,8 +719,9 @@ impl<C: Core> EventLoop<C> {
         };
         let spare = std::mem::replace(&mut self.send_buffer, unsent.contents);
         let sent = self.send(index, &unsent.transmit);
-        // A send kept again took the buffer with it.
-        self.send_buffer = spare;
+        // A send kept again took the buffer with it (and left a spare one).
+        let retried = std::mem::replace(&mut self.send_buffer, spare);
+        self.spare_send_buffers.push(retried);
         let open = match sent {
             Sent::Done | Sent::Failed => self.send_waiting(index),
             Sent::Full => true,
@@ -732,10 +738,12 @@ impl<C: Core> EventLoop<C> {
     fn send_waiting(&mut self, index: usize) -> bool {
         loop {
             let max_segments = self.socket(index).map_or(1, PathSocket::max_gso_segments);
-            let Some(transmit) =
-                self.engine
-                    .poll_transmit(index, max_segments, &mut self.send_buffer)
-            else {
+            let Some(transmit) = self.engine.poll_transmit(
+                Instant::now(),
+                index,
+                max_segments,
+                &mut self.send_buffer,
+            ) else {
                 return true;
             };
             match self.send(index, &transmit) {
@@ -771,9 +779,12 @@ impl<C: Core> EventLoop<C> {
                 self.unsent.resize_with(index + 1, || None);
             }
             if let Some(slot) = self.unsent.get_mut(index) {
-                // The send keeps its buffer; the next send gets a new one at once
-                // rather than growing one from nothing.
-                let fresh = Vec::with_capacity(u16::MAX as usize);
+                // The send keeps its buffer; the next send gets a spare one, or a new
+                // one at its full size rather than growing one from nothing.
+                let fresh = self
+                    .spare_send_buffers
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(u16::MAX as usize));
                 *slot = Some(Unsent {
                     transmit: *transmit,
                     contents: std::mem::replace(&mut self.send_buffer, fresh),

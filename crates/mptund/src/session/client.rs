@@ -13,6 +13,7 @@ use mptund_sched::{AnyScheduler, PathId};
 
 use super::handshake_time::{retry_delay, system_random, InitClock, RandomSource, WallClock};
 use super::receive::{ArrivalPath, ReceiveContext};
+use super::send::append_finished;
 use super::{
     random_session_id, refuse, Core, KeyPair, Outgoing, PathSettings, Received, Report, Session,
     SessionPath, SessionReport, SessionSettings,
@@ -457,6 +458,7 @@ impl ClientCore {
                     path: path_id,
                     owner: super::HANDSHAKES,
                     packet,
+                    unsealed: None,
                 });
                 self.handshake = Some(Handshaking {
                     pending,
@@ -870,6 +872,50 @@ impl Core for ClientCore {
     fn close(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         if let Some(session) = &mut self.session {
             session.close(now, &mut self.pool, out);
+        }
+    }
+
+    fn seal(
+        &mut self,
+        now: Instant,
+        outgoing: Outgoing,
+        buffer: &mut Vec<u8>,
+        piggyback: bool,
+        follow: &mut Vec<Outgoing>,
+    ) -> Option<usize> {
+        if outgoing.unsealed.is_none() {
+            return Some(append_finished(outgoing.packet, buffer, &mut self.pool));
+        }
+        match &mut self.session {
+            Some(session) if session.local_id == outgoing.owner => session.seal(
+                now,
+                outgoing,
+                buffer,
+                piggyback,
+                &mut self.pool,
+                &mut self.drops,
+                follow,
+            ),
+            _ => {
+                refuse(
+                    &mut self.pool,
+                    &mut self.drops,
+                    outgoing.packet,
+                    now,
+                    DropReason::SendFailed,
+                    &"the session ended while a datagram waited for its socket",
+                );
+                None
+            }
+        }
+    }
+
+    fn unsent(&mut self, now: Instant, outgoing: Outgoing, reroute: bool, out: &mut Vec<Outgoing>) {
+        match &mut self.session {
+            Some(session) if session.local_id == outgoing.owner => {
+                session.unsent(now, outgoing, reroute, &mut self.pool, out);
+            }
+            _ => self.pool.recycle(outgoing.packet),
         }
     }
 

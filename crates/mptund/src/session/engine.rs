@@ -6,7 +6,9 @@
 //! ([`Engine::poll_timeout`]). A core produces the datagrams of a step into a list;
 //! the engine moves them into their socket's queue at the end of the step, so the
 //! loop never sees a datagram before it can send it, and a socket that cannot take
-//! more holds up only its own queue.
+//! more holds up only its own queue. Session datagrams wait there unsealed: the core
+//! seals each into the loop's send buffer when the socket takes it, so its packet
+//! number, send time and the probe's record are those of the moment it leaves.
 
 use std::io;
 use std::time::Instant;
@@ -22,6 +24,9 @@ pub struct Engine<C: Core> {
     transmits: Transmits,
     /// The list a step produces into; empty between steps (kept for its capacity).
     produced: Vec<Outgoing>,
+    /// What refusing datagrams produced (news of inner packets given up), and what
+    /// sealing one made follow it (parity): empty between calls.
+    produced_again: Vec<Outgoing>,
 }
 
 impl<C: Core> Engine<C> {
@@ -30,6 +35,7 @@ impl<C: Core> Engine<C> {
             core,
             transmits: Transmits::default(),
             produced: Vec::new(),
+            produced_again: Vec::new(),
         }
     }
 
@@ -50,19 +56,38 @@ impl<C: Core> Engine<C> {
     ) -> R {
         let mut produced = std::mem::take(&mut self.produced);
         let result = step(&mut self.core, &mut produced);
+        self.queue(now, &mut produced);
+        self.produced = produced;
+        result
+    }
+
+    /// Moves `produced` into the sockets' queues. A datagram its session's share
+    /// refuses is counted and handed back to the core, whose news of the inner packet
+    /// given up is queued in turn (once: what that refuses is only counted).
+    fn queue(&mut self, now: Instant, produced: &mut Vec<Outgoing>) {
+        let mut again = std::mem::take(&mut self.produced_again);
         for outgoing in produced.drain(..) {
             if let Err(refused) = self.transmits.push(outgoing) {
-                let detail = format_args!(
-                    "session {} on path {}: its share of the socket's send queue is waiting",
-                    refused.owner.0, refused.path.0
-                );
-                self.core
-                    .record_drop(now, DropReason::TransmitShare, &detail);
+                self.record_refused(now, &refused);
+                self.core.unsent(now, refused, false, &mut again);
+            }
+        }
+        for outgoing in again.drain(..) {
+            if let Err(refused) = self.transmits.push(outgoing) {
+                self.record_refused(now, &refused);
                 self.core.pool().recycle(refused.packet);
             }
         }
-        self.produced = produced;
-        result
+        self.produced_again = again;
+    }
+
+    fn record_refused(&mut self, now: Instant, refused: &Outgoing) {
+        let detail = format_args!(
+            "session {} on path {}: its share of the socket's send queue is waiting",
+            refused.owner.0, refused.path.0
+        );
+        self.core
+            .record_drop(now, DropReason::TransmitShare, &detail);
     }
 
     /// An inner packet read from the TUN, in `packet.bytes()` with head- and tailroom.
@@ -92,17 +117,32 @@ impl<C: Core> Engine<C> {
         self.transmits.has_waiting(socket)
     }
 
-    /// The next send of socket `socket`, at most `max_segments` datagrams copied back
-    /// to back into `buffer`; `None` when nothing waits. Once polled, the datagrams
-    /// are the loop's: a send that fails goes back through [`Engine::on_send_failed`].
+    /// The next send of socket `socket`, at most `max_segments` datagrams sealed back
+    /// to back into `buffer` as the socket takes them at `now`; `None` when nothing
+    /// waits. Once polled, the datagrams are the loop's: a send that fails goes back
+    /// through [`Engine::on_send_failed`].
     pub fn poll_transmit(
         &mut self,
+        now: Instant,
         socket: usize,
         max_segments: usize,
         buffer: &mut Vec<u8>,
     ) -> Option<Transmit> {
-        self.transmits
-            .poll(socket, max_segments, buffer, self.core.pool())
+        let core = &mut self.core;
+        let follow = &mut self.produced_again;
+        let transmit = self.transmits.poll(
+            socket,
+            max_segments,
+            buffer,
+            |outgoing, buffer, piggyback| core.seal(now, outgoing, buffer, piggyback, follow),
+        );
+        // What must follow a sealed datagram goes first in its queue, in order.
+        let mut follow = std::mem::take(&mut self.produced_again);
+        for outgoing in follow.drain(..).rev() {
+            self.transmits.push_front(outgoing);
+        }
+        self.produced_again = follow;
+        transmit
     }
 
     /// The operating system refused `transmit`: each of its datagrams is counted.
@@ -131,13 +171,19 @@ impl<C: Core> Engine<C> {
     }
 
     /// Fails what socket `socket` has waiting (it closed or was removed): the core
-    /// counts each datagram.
+    /// counts each finished datagram, and sends the inner packets that waited
+    /// unsealed on another path.
     pub fn fail_transmits(&mut self, now: Instant, socket: usize) {
         let error = io::Error::new(io::ErrorKind::NotConnected, "path socket closed");
-        for outgoing in self.transmits.take_all(socket) {
-            self.core.on_send_failed(now, outgoing.path, &error);
-            self.core.pool().recycle(outgoing.packet);
-        }
+        let waiting = self.transmits.take_all(socket);
+        self.produce(now, |core, out| {
+            for outgoing in waiting {
+                if outgoing.unsealed.is_none() {
+                    core.on_send_failed(now, outgoing.path, &error);
+                }
+                core.unsent(now, outgoing, true, out);
+            }
+        });
     }
 
     /// Says goodbye to the peer(s) on every path.
@@ -226,12 +272,12 @@ mod tests {
 
     #[test]
     fn what_a_step_produced_waits_per_socket_until_polled_once() {
-        let (mut engine, _) = client();
+        let (mut engine, now) = client();
         assert!(engine.has_transmit(0) || engine.has_transmit(1));
         let mut buffer = Vec::new();
         let mut polled = 0;
         for socket in 0..2 {
-            while let Some(transmit) = engine.poll_transmit(socket, 64, &mut buffer) {
+            while let Some(transmit) = engine.poll_transmit(now, socket, 64, &mut buffer) {
                 assert_eq!(transmit.destination, SERVER);
                 assert_eq!(buffer.len(), transmit.datagrams * HANDSHAKE_INIT_LEN);
                 polled += transmit.datagrams;
@@ -239,7 +285,7 @@ mod tests {
             assert!(!engine.has_transmit(socket));
         }
         assert!(polled >= 1, "a handshake init went out");
-        assert_eq!(engine.poll_transmit(0, 64, &mut buffer), None);
+        assert_eq!(engine.poll_transmit(now, 0, 64, &mut buffer), None);
     }
 
     #[test]
@@ -258,7 +304,7 @@ mod tests {
     fn a_socket_with_a_full_queue_fails_what_comes_on_top_and_counts_it() {
         let (mut engine, now) = client();
         let mut buffer = Vec::new();
-        while engine.poll_transmit(0, 64, &mut buffer).is_some() {}
+        while engine.poll_transmit(now, 0, 64, &mut buffer).is_some() {}
         let before = engine.core().drops().get(DropReason::TransmitShare);
         engine.produce(now, |core, out| {
             for _ in 0..=MAX_WAITING_PER_SOCKET {
@@ -269,6 +315,7 @@ mod tests {
                     source_ip: None,
                     path: mptund_sched::PathId(0),
                     owner: crate::wire::SessionId(1),
+                    unsealed: None,
                 });
             }
         });
@@ -277,7 +324,7 @@ mod tests {
             before + 1
         );
         let mut sent = 0;
-        while let Some(transmit) = engine.poll_transmit(0, 64, &mut buffer) {
+        while let Some(transmit) = engine.poll_transmit(now, 0, 64, &mut buffer) {
             sent += transmit.datagrams;
         }
         assert_eq!(sent, MAX_WAITING_PER_SOCKET);

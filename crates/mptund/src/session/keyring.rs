@@ -14,9 +14,11 @@
 use std::time::Instant;
 
 use crate::counters::DropReason;
-use crate::crypto::{Aead, KeyLifetime, SealingKey, SessionKeys};
+#[cfg(test)]
+use crate::crypto::SealingKey;
+use crate::crypto::{Aead, KeyLifetime, SessionKeys};
 use crate::replay::ReplayWindow;
-use crate::wire::{PacketType, SessionId, TransportHeader, TRANSPORT_HEADER_LEN};
+use crate::wire::{PacketType, SessionId, TransportHeader, TransportLayout, TRANSPORT_HEADER_LEN};
 
 /// The keys of one handshake.
 pub struct KeyPair {
@@ -150,8 +152,8 @@ impl KeyRing {
     }
 
     /// The header and nonce counter for the next datagram sealed with the current
-    /// keys, and the key to seal it with. The caller must not send once the keys
-    /// have [`expired`](Self::expired).
+    /// keys, and the key to seal it with: for tests that forge datagrams.
+    #[cfg(test)]
     pub fn next_header(
         &mut self,
         packet_type: PacketType,
@@ -168,6 +170,45 @@ impl KeyRing {
         let mut bytes = [0u8; TRANSPORT_HEADER_LEN];
         header.emit(&mut bytes);
         (bytes, counter, &self.current.keys.send)
+    }
+
+    /// Seals `datagram`, laid out as `layout` with its metadata, frames and payload
+    /// written, under the current keys' next nonce counter: writes the header, seals
+    /// in place and appends the tag. The caller must not send once the keys have
+    /// [`expired`](Self::expired).
+    pub fn seal(
+        &mut self,
+        packet_type: PacketType,
+        path_id: u8,
+        layout: &TransportLayout,
+        datagram: &mut [u8],
+    ) {
+        let counter = self.current.next_counter;
+        self.current.next_counter = counter.saturating_add(1);
+        let header = TransportHeader {
+            packet_type,
+            path_id,
+            receiver: self.current.peer_id,
+            counter,
+        };
+        let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
+        header.emit(&mut header_bytes);
+        // The caller sized `datagram` by `layout`: these parts are always there.
+        debug_assert!(datagram.len() >= layout.datagram_len());
+        let Some(body) = datagram.get_mut(layout.sealed()) else {
+            return;
+        };
+        let tag = self
+            .current
+            .keys
+            .send
+            .seal_in_place(&header_bytes, counter, body);
+        if let Some(out) = datagram.get_mut(layout.header()) {
+            out.copy_from_slice(&header_bytes);
+        }
+        if let Some(out) = datagram.get_mut(layout.tag()) {
+            out.copy_from_slice(&tag);
+        }
     }
 
     /// Authenticates and decrypts `sealed` (the datagram after its header) in place

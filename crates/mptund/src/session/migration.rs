@@ -295,7 +295,7 @@ impl Session {
         let Some(outgoing) = self.control_to(now, index, candidate, false, pool, write) else {
             return;
         };
-        let len = outgoing.packet.len() as u64;
+        let len = outgoing.wire_len() as u64;
         if let Some(validation) = self
             .paths
             .get_mut(index)
@@ -386,7 +386,7 @@ impl Session {
             if let Some(path) = self.paths.get_mut(index) {
                 if path.remote.is_none() {
                     if let Some(validation) = &mut path.validation {
-                        validation.sent_bytes += outgoing.packet.len() as u64;
+                        validation.sent_bytes += outgoing.wire_len() as u64;
                     }
                 }
             }

@@ -74,12 +74,13 @@ pub use transmit::{Transmit, MAX_GSO_SEGMENTS};
 use crate::buffers::{BufferPool, Packet};
 use crate::counters::DropReason;
 use crate::crypto::KeyLifetime;
-use crate::wire::SessionId;
+use crate::wire::{self, SessionId};
 
-/// A datagram the daemon should send.
+/// A datagram the daemon should send: finished, or still to be sealed by its session
+/// when the socket takes it ([`Core::seal`]).
 #[derive(Debug)]
 pub struct Outgoing {
-    /// The datagram is `packet.bytes()`.
+    /// The datagram is `packet.bytes()`; if `unsealed`, what it will carry.
     pub packet: Packet,
     /// Index of the socket to send it from (client: the path's socket; server: 0).
     pub socket: usize,
@@ -90,6 +91,33 @@ pub struct Outgoing {
     /// The session it belongs to ([`HANDSHAKES`] for handshake messages): a socket's
     /// queue is shared fairly between sessions.
     pub owner: SessionId,
+    /// Set while the datagram waits for its socket unsealed: it takes its packet
+    /// number and send time, and is recorded as sent, only when the socket takes it,
+    /// so time spent waiting for a full socket is not counted as the path's delay.
+    pub unsealed: Option<Unsealed>,
+}
+
+/// What an unsealed [`Outgoing`] becomes when its socket takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unsealed {
+    /// A Data datagram around the inner packet in `packet` (at its headroom), under
+    /// the session's sequence number `seq`.
+    Data { seq: SeqNo },
+    /// A Control datagram around the frames in `packet`; `eliciting` ones (pings,
+    /// goodbyes) take a packet number and are tracked by the path's probe.
+    Control { eliciting: bool },
+}
+
+impl Outgoing {
+    /// The datagram's length once sealed (with no acknowledgements piggybacked).
+    pub fn wire_len(&self) -> usize {
+        let overhead = match self.unsealed {
+            None => 0,
+            Some(Unsealed::Data { .. }) => wire::TransportLayout::data(0, 0).datagram_len(),
+            Some(Unsealed::Control { .. }) => wire::TransportLayout::control(0).datagram_len(),
+        };
+        self.packet.len() + overhead
+    }
 }
 
 /// The owner of handshake messages in a socket's queue (session ids are never zero).
@@ -145,6 +173,25 @@ pub trait Core {
     }
     /// Says goodbye to the peer(s) on every path.
     fn close(&mut self, now: Instant, out: &mut Vec<Outgoing>);
+    /// Appends `outgoing` to `buffer` as its socket takes it: an unsealed one is
+    /// numbered, stamped, sealed and recorded as sent now, with acknowledgements
+    /// piggybacked if `piggyback` (only the first datagram of a GSO send may differ in
+    /// size). Datagrams that must follow it (a parity block it completed) go into
+    /// `follow`. Returns the datagram's length; `None` if it was not sent (its session
+    /// or path is gone, counted).
+    fn seal(
+        &mut self,
+        now: Instant,
+        outgoing: Outgoing,
+        buffer: &mut Vec<u8>,
+        piggyback: bool,
+        follow: &mut Vec<Outgoing>,
+    ) -> Option<usize>;
+    /// `outgoing` will never be sent as it is: its socket closed (`reroute`: an inner
+    /// packet it would have carried goes out on another path, into `out`), or its
+    /// session's share of the socket's queue was full (the inner packet is reported
+    /// to the receiver as given up, so it does not wait for it).
+    fn unsent(&mut self, now: Instant, outgoing: Outgoing, reroute: bool, out: &mut Vec<Outgoing>);
     fn pool(&mut self) -> &mut BufferPool;
     fn report(&self, now: Instant) -> Report;
 }

@@ -79,6 +79,10 @@ pub struct SessionPath {
     pacer: Pacer,
     /// When the pacer next lets a packet go, as of the last view (for timers).
     pacing_ready_at: Option<Instant>,
+    /// Bytes of data datagrams assigned to this path that wait for its socket
+    /// unsealed: in flight as far as the window and the scheduler are concerned, not
+    /// yet for the probe (whose send times start when the socket takes them).
+    unsealed_bytes: u64,
     kept: VecDeque<Kept>,
     next_packet_number: u32,
     pub last_received: Option<Instant>,
@@ -214,6 +218,7 @@ impl SessionPath {
             ack_immediately: false,
             pacer: Pacer::new(session.probe.max_datagram_size),
             pacing_ready_at: None,
+            unsealed_bytes: 0,
             kept: VecDeque::new(),
             next_packet_number: 0,
             last_received: None,
@@ -338,21 +343,70 @@ impl SessionPath {
         eliciting: bool,
         backlog: bool,
     ) {
-        self.counters.sent_packets += 1;
-        self.counters.sent_bytes += wire_len as u64;
-        if seq.is_some() {
-            self.counters.sent_data_packets += 1;
-        }
+        self.count_sent(wire_len, seq.is_some());
         if eliciting {
-            // RFC 7661 section 4: a window less than half used, with nothing waiting,
-            // is not validated by this flight; the inner flow, not the path, sets the
-            // pace, so neither the window nor the rate estimate may grow from it.
-            let in_flight = self.probe.bytes_in_flight() + wire_len as u64;
-            let app_limited = !backlog && in_flight < self.probe.window() / 2;
-            self.probe
-                .on_sent(now, packet_number, wire_len as u64, seq, app_limited);
+            self.probe_on_sent(now, packet_number, wire_len, seq, backlog);
             self.pacer.on_sent(now, wire_len as u64);
         }
+    }
+
+    /// A data datagram of `assigned_len` bytes (before acknowledgements rode on it) was
+    /// assigned to this path: the pacer and the window count it from now on, while it
+    /// waits for the socket (see [`SessionPath::on_data_sealed`]).
+    pub fn on_data_assigned(&mut self, now: Instant, assigned_len: usize) {
+        self.unsealed_bytes += assigned_len as u64;
+        self.pacer.on_sent(now, assigned_len as u64);
+    }
+
+    /// The socket took a data datagram assigned as `assigned_len` bytes: sealed as
+    /// `wire_len` bytes under `packet_number`, its send time starts now.
+    pub fn on_data_sealed(
+        &mut self,
+        now: Instant,
+        packet_number: u32,
+        wire_len: usize,
+        assigned_len: usize,
+        seq: u32,
+        backlog: bool,
+    ) {
+        self.on_data_unsent(assigned_len);
+        self.count_sent(wire_len, true);
+        self.probe_on_sent(now, packet_number, wire_len, Some(seq), backlog);
+    }
+
+    /// A data datagram assigned as `assigned_len` bytes will not be sent after all.
+    pub fn on_data_unsent(&mut self, assigned_len: usize) {
+        self.unsealed_bytes = self.unsealed_bytes.saturating_sub(assigned_len as u64);
+    }
+
+    /// Bytes in flight, those waiting for the socket unsealed included.
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.probe.bytes_in_flight() + self.unsealed_bytes
+    }
+
+    fn count_sent(&mut self, wire_len: usize, data: bool) {
+        self.counters.sent_packets += 1;
+        self.counters.sent_bytes += wire_len as u64;
+        if data {
+            self.counters.sent_data_packets += 1;
+        }
+    }
+
+    fn probe_on_sent(
+        &mut self,
+        now: Instant,
+        packet_number: u32,
+        wire_len: usize,
+        seq: Option<u32>,
+        backlog: bool,
+    ) {
+        // RFC 7661 section 4: a window less than half used, with nothing waiting, is
+        // not validated by this flight; the inner flow, not the path, sets the pace,
+        // so neither the window nor the rate estimate may grow from it.
+        let in_flight = self.bytes_in_flight() + wire_len as u64;
+        let app_limited = !backlog && in_flight < self.probe.window() / 2;
+        self.probe
+            .on_sent(now, packet_number, wire_len as u64, seq, app_limited);
     }
 
     /// Keeps a sent data datagram's inner packet until it is acknowledged or lost.
@@ -509,7 +563,7 @@ impl SessionPath {
         let full_size = self.probe.config().max_datagram_size;
         self.scheduler_state(now, path_timeout) == PathState::Up
             && self.probe.controller().in_slow_start()
-            && !self.probe.has_window_room(full_size)
+            && self.bytes_in_flight() + full_size > self.probe.window()
     }
 
     /// The scheduler's view of this path for a packet of `len` bytes, its forward delay
@@ -532,7 +586,7 @@ impl SessionPath {
         view.one_way_delay_floor = base_from_readings.map(|base| base + queuing_delay);
         view.base_one_way_delay = base.into_iter().chain(base_from_readings).min();
         view.cwnd_bytes = Some(self.probe.window());
-        view.bytes_in_flight = self.probe.bytes_in_flight();
+        view.bytes_in_flight = self.bytes_in_flight();
         let rate_sample = self.probe.latest_rate_sample(now);
         view.delivery_rate_bps = rate_sample.map(|sample| sample.delivery_rate.saturating_mul(8));
         view.delivery_rate_app_limited = rate_sample.is_some_and(|sample| sample.app_limited);

@@ -187,7 +187,7 @@ impl Session {
     /// sealed anew under the same sequence number on another path, or queues it for
     /// the next free window ([`Resend::InTurn`]); false when it can go nowhere (the
     /// packet is recycled).
-    fn reinject(
+    pub(super) fn reinject(
         &mut self,
         now: Instant,
         from: usize,

@@ -18,25 +18,28 @@ use mptund_sched::{
 
 use super::classify::classify;
 use super::path::ForwardDelayReference;
-use super::{Outgoing, Session, SessionPath};
+use super::resend::Resend;
+use super::{Outgoing, Session, SessionPath, Unsealed};
 use crate::buffers::{BufferPool, Packet, MAX_PIGGYBACK};
 use crate::counters::DropCounters;
 use crate::wire::{
-    self, ControlMeta, DataMeta, Frame, PacketType, CONTROL_META_LEN, DATA_META_LEN,
-    PARITY_META_LEN, PIGGYBACK_LEN_FIELD, TAG_LEN, TRANSPORT_HEADER_LEN,
+    self, ControlMeta, DataMeta, Frame, PacketType, TransportLayout, CONTROL_META_LEN,
+    DATA_META_LEN, PARITY_META_LEN, PIGGYBACK_LEN_FIELD,
 };
 
 /// What one ping costs on the wire: IPv4 and UDP headers, transport header, control
 /// metadata, a Ping frame and the tag (a metered contract counts every byte).
-pub(super) const PING_WIRE_COST: usize =
-    20 + 8 + TRANSPORT_HEADER_LEN + CONTROL_META_LEN + 3 + wire::PING_BODY_LEN + TAG_LEN;
+pub(super) const PING_WIRE_COST: usize = IPV4_UDP_HEADERS_LEN
+    + TransportLayout::control(wire::FRAME_HEADER_LEN + wire::PING_BODY_LEN).datagram_len();
+/// The outer IPv4 (20) and UDP (8) headers.
+const IPV4_UDP_HEADERS_LEN: usize = 20 + 8;
 
 /// How recently a path must have been heard from to carry news of a loss: a loaded
 /// path is heard from every millisecond or so, and one that died is out of the running
 /// this long after its last datagram.
 const FEEDBACK_HEARD_LATELY: Duration = Duration::from_millis(20);
 /// The smallest Ack frame: header, fixed fields and one range.
-const MIN_ACK_FRAME: usize = 3 + wire::ACK_FIXED_LEN + wire::ACK_RANGE_LEN;
+const MIN_ACK_FRAME: usize = wire::FRAME_HEADER_LEN + wire::ACK_FIXED_LEN + wire::ACK_RANGE_LEN;
 
 /// Which paths a packet may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,7 +180,7 @@ impl Session {
         match pick {
             Pick::One(id) => match self.path_index(id) {
                 Some(index) => {
-                    self.send_data(now, index, seq, packet, pool, out);
+                    self.send_data(now, index, seq, packet, out);
                     Placement::Sent
                 }
                 None => Placement::Held(packet),
@@ -203,7 +206,7 @@ impl Session {
                             .and_then(|source| pool.take_copy_of(source))
                     };
                     if let Some(copy) = copy {
-                        self.send_data(now, index, seq, copy, pool, out);
+                        self.send_data(now, index, seq, copy, out);
                         copies_sent += 1;
                     }
                 }
@@ -218,37 +221,38 @@ impl Session {
         }
     }
 
-    /// Seals the inner packet for path `index` and queues it, followed by the path's
-    /// parity datagram when it completes a block.
+    /// Assigns the inner packet to path `index` under `seq`: the scheduler, the
+    /// window and the pacer count it now; it waits for the path's socket unsealed and
+    /// takes its packet number and send time when the socket takes it
+    /// ([`Session::seal_data`]).
     fn send_data(
         &mut self,
         now: Instant,
         index: usize,
         seq: SeqNo,
         packet: Packet,
-        pool: &mut BufferPool,
         out: &mut Vec<Outgoing>,
     ) {
-        // A block whose span the next packet number leaves (pings took numbers in
-        // between) gets its parity now, before the packet that would not fit.
-        let path = &self.paths[index];
-        let next = path.peek_packet_number();
-        if path
-            .parity
-            .as_ref()
-            .is_some_and(|encoder| encoder.count() > 0 && !encoder.fits(next))
-        {
-            self.send_parity(now, index, pool, out);
-        }
-        let (outgoing, parity_due) = self.seal_data(now, index, seq, packet, pool);
-        let id = outgoing.path;
-        self.sender
-            .scheduler
-            .on_sent(now, id, outgoing.packet.len());
-        out.push(outgoing);
-        if parity_due {
-            self.send_parity(now, index, pool, out);
-        }
+        let path = &mut self.paths[index];
+        let assigned_len = TransportLayout::data(0, packet.len()).datagram_len();
+        path.on_data_assigned(now, assigned_len);
+        self.sender.scheduler.on_sent(now, path.id, assigned_len);
+        #[allow(
+            clippy::expect_used,
+            reason = "a path without an address is down to the scheduler (SessionPath::scheduler_state)"
+        )]
+        let destination = path
+            .remote
+            .expect("only paths with an address are scheduled");
+        out.push(Outgoing {
+            socket: path.socket,
+            destination,
+            source_ip: path.local_ip,
+            path: path.id,
+            owner: self.local_id,
+            packet,
+            unsealed: Some(Unsealed::Data { seq }),
+        });
     }
 
     /// Sends the parity of path `index`'s block on that path, behind its members. Like
@@ -266,26 +270,21 @@ impl Session {
             return;
         };
         let payload = encoder.payload();
+        let layout = TransportLayout::parity(payload.len());
         let mut packet = pool.take();
-        let meta_start = TRANSPORT_HEADER_LEN;
-        let payload_start = meta_start + PARITY_META_LEN;
-        let end = payload_start + payload.len();
-        let Some(payload_buf) = packet.buffer_mut().get_mut(payload_start..end) else {
+        let Some(datagram) = packet.buffer_mut().get_mut(..layout.datagram_len()) else {
             encoder.clear();
             return pool.recycle(packet);
         };
-        payload_buf.copy_from_slice(payload);
+        datagram[layout.payload()].copy_from_slice(payload);
         let mut meta = [0u8; PARITY_META_LEN];
         encoder.meta().emit(&mut meta);
+        datagram[layout.meta()].copy_from_slice(&meta);
         encoder.clear();
         let path_id = path.id;
-        let (header, counter, key) = self.keys.next_header(PacketType::Parity, path_id.0);
-        let buf = packet.buffer_mut();
-        buf[..TRANSPORT_HEADER_LEN].copy_from_slice(&header);
-        buf[meta_start..payload_start].copy_from_slice(&meta);
-        let tag = key.seal_in_place(&header, counter, &mut buf[meta_start..end]);
-        buf[end..end + TAG_LEN].copy_from_slice(&tag);
-        packet.set_range(0, end + TAG_LEN);
+        self.keys
+            .seal(PacketType::Parity, path_id.0, &layout, datagram);
+        packet.set_range(0, layout.datagram_len());
         let path = &mut self.paths[index];
         let packet_number = path.peek_packet_number();
         path.on_sent(now, packet_number, packet.len(), None, false, false);
@@ -297,6 +296,7 @@ impl Session {
             path: path_id,
             owner: self.local_id,
             packet,
+            unsealed: None,
         });
     }
 
@@ -326,50 +326,57 @@ impl Session {
         written
     }
 
-    /// Seals the inner packet in `packet` (at HEADROOM) for path `index` in place,
-    /// piggybacking acknowledgements in the headroom when the path MTU leaves room.
-    /// The path keeps a copy of the inner packet in the clear until it is
-    /// acknowledged: a loss is sealed again from it, never decrypted back. Also says
-    /// whether the packet completed the path's parity block.
-    fn seal_data(
+    /// Seals the inner packet `packet` for path `index` under `seq` onto the end of
+    /// `buffer`, as the path's socket takes it: the packet number, the send time and
+    /// the probe's record are taken now. Acknowledgements for the peer ride along if
+    /// `piggyback` and the path MTU leaves room. The path keeps `packet` itself, in
+    /// the clear, until it is acknowledged: a loss is sealed again from it. A parity
+    /// datagram the packet completes (or whose block it cannot join) goes into
+    /// `follow`. Returns the datagram's length.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn seal_data(
         &mut self,
         now: Instant,
         index: usize,
         seq: SeqNo,
-        mut packet: Packet,
+        packet: Packet,
+        buffer: &mut Vec<u8>,
+        piggyback: bool,
         pool: &mut BufferPool,
-    ) -> (Outgoing, bool) {
-        let kept = pool.take_copy_of(&packet);
-        let inner_start = packet.start();
-        let inner_end = inner_start + packet.len();
+        follow: &mut Vec<Outgoing>,
+    ) -> usize {
+        let assigned_len = TransportLayout::data(0, packet.len()).datagram_len();
+        // A block whose span the next packet number leaves (pings took numbers in
+        // between) gets its parity now, before the packet that would not fit.
+        let next = self.paths[index].peek_packet_number();
+        if self.paths[index]
+            .parity
+            .as_ref()
+            .is_some_and(|encoder| encoder.count() > 0 && !encoder.fits(next))
+        {
+            self.send_parity(now, index, pool, follow);
+        }
         let room = MAX_PIGGYBACK.min(
             self.settings
                 .max_inner_len
                 .saturating_sub(packet.len() + PIGGYBACK_LEN_FIELD),
         );
-        let acks_pending =
-            room >= MIN_ACK_FRAME && self.paths.iter().any(|path| path.acks.has_unacked());
-        let frames_len = if acks_pending {
-            // Written aside first: their length decides where in the headroom they start.
-            let mut frames = [0u8; MAX_PIGGYBACK];
-            let len = self.write_ack_frames(now, &mut frames[..room]);
-            packet.buffer_mut()[inner_start - len..inner_start].copy_from_slice(&frames[..len]);
-            len
+        let mut frames = [0u8; MAX_PIGGYBACK];
+        let frames_len = if piggyback
+            && room >= MIN_ACK_FRAME
+            && self.paths.iter().any(|path| path.acks.has_unacked())
+        {
+            self.write_ack_frames(now, &mut frames[..room])
         } else {
             0
         };
-        let (packet_type, meta_start) = if frames_len > 0 {
+        if frames_len > 0 {
             self.counters.piggybacked_acks += 1;
-            let frames_start = inner_start - frames_len;
-            packet.buffer_mut()[frames_start - PIGGYBACK_LEN_FIELD..frames_start]
-                .copy_from_slice(&(frames_len as u16).to_be_bytes());
-            (
-                PacketType::DataWithFrames,
-                frames_start - PIGGYBACK_LEN_FIELD - DATA_META_LEN,
-            )
-        } else {
-            (PacketType::Data, inner_start - DATA_META_LEN)
-        };
+        }
+        let layout = TransportLayout::data(frames_len, packet.len());
+        let start = buffer.len();
+        buffer.resize(start + layout.datagram_len(), 0);
+        let datagram = &mut buffer[start..];
         let packet_number = self.paths[index].take_packet_number();
         let max_inner_len = self.settings.max_inner_len;
         let parity_due = self.settings.parity_on_lossy_paths
@@ -379,37 +386,31 @@ impl Session {
             tx_time_us: self.timestamp_us(now),
             seq: seq.0,
         };
-        let (header, counter, key) = self.keys.next_header(packet_type, self.paths[index].id.0);
-        let start = meta_start - TRANSPORT_HEADER_LEN;
-        let buf = packet.buffer_mut();
-        buf[start..meta_start].copy_from_slice(&header);
         let mut meta_bytes = [0u8; DATA_META_LEN];
         meta.emit(&mut meta_bytes);
-        buf[meta_start..meta_start + DATA_META_LEN].copy_from_slice(&meta_bytes);
-        let tag = key.seal_in_place(&header, counter, &mut buf[meta_start..inner_end]);
-        buf[inner_end..inner_end + TAG_LEN].copy_from_slice(&tag);
-        packet.set_range(start, inner_end + TAG_LEN);
+        datagram[layout.meta()].copy_from_slice(&meta_bytes);
+        datagram[layout.frames_len_field()]
+            .copy_from_slice(&layout.frames_len_bytes()[..layout.frames_len_field().len()]);
+        datagram[layout.frames()].copy_from_slice(&frames[..frames_len]);
+        datagram[layout.payload()].copy_from_slice(packet.bytes());
+        let path_id = self.paths[index].id;
+        self.keys
+            .seal(layout.data_type(), path_id.0, &layout, datagram);
         let backlog = !self.sender.send_queue.packets.is_empty();
         let path = &mut self.paths[index];
-        path.on_sent(now, packet_number, packet.len(), Some(seq.0), true, backlog);
-        if let Some(kept) = kept {
-            path.keep(packet_number, seq, kept);
+        path.on_data_sealed(
+            now,
+            packet_number,
+            layout.datagram_len(),
+            assigned_len,
+            seq.0,
+            backlog,
+        );
+        path.keep(packet_number, seq, packet);
+        if parity_due {
+            self.send_parity(now, index, pool, follow);
         }
-        #[allow(
-            clippy::expect_used,
-            reason = "a path without an address is down to the scheduler (SessionPath::scheduler_state)"
-        )]
-        let outgoing = Outgoing {
-            socket: path.socket,
-            destination: path
-                .remote
-                .expect("only paths with an address are scheduled"),
-            source_ip: path.local_ip,
-            path: path.id,
-            owner: self.local_id,
-            packet,
-        };
-        (outgoing, parity_due)
+        layout.datagram_len()
     }
 
     /// Builds a control datagram on path `index` whose frames `write` puts into the
@@ -440,14 +441,43 @@ impl Session {
         pool: &mut BufferPool,
         write: impl FnOnce(&mut Self, &mut [u8]) -> usize,
     ) -> Option<Outgoing> {
+        let _ = now;
         let mut packet = pool.take();
-        let frames_start = TRANSPORT_HEADER_LEN + CONTROL_META_LEN;
-        let limit = (frames_start + self.settings.max_inner_len).min(packet.capacity() - TAG_LEN);
-        let frames_len = write(self, &mut packet.buffer_mut()[frames_start..limit]);
+        let overhead = TransportLayout::control(0).datagram_len();
+        let limit = self
+            .settings
+            .max_inner_len
+            .min(packet.capacity().saturating_sub(overhead));
+        let frames_len = write(self, &mut packet.buffer_mut()[..limit]);
         if frames_len == 0 {
             pool.recycle(packet);
             return None;
         }
+        packet.set_range(0, frames_len);
+        self.work_units += 1;
+        let path = &self.paths[index];
+        Some(Outgoing {
+            socket: path.socket,
+            destination,
+            source_ip,
+            path: path.id,
+            owner: self.local_id,
+            packet,
+            unsealed: Some(Unsealed::Control { eliciting }),
+        })
+    }
+
+    /// Seals the control frames in `frames` for path `index` onto the end of
+    /// `buffer`, as the socket takes them: an eliciting datagram takes its packet
+    /// number and send time now. Returns the datagram's length.
+    pub(super) fn seal_control(
+        &mut self,
+        now: Instant,
+        index: usize,
+        frames: &[u8],
+        eliciting: bool,
+        buffer: &mut Vec<u8>,
+    ) -> usize {
         let path = &mut self.paths[index];
         let packet_number = if eliciting {
             path.take_packet_number()
@@ -455,31 +485,116 @@ impl Session {
             path.peek_packet_number()
         };
         let path_id = path.id;
+        let layout = TransportLayout::control(frames.len());
+        let start = buffer.len();
+        buffer.resize(start + layout.datagram_len(), 0);
+        let datagram = &mut buffer[start..];
         let meta = ControlMeta {
             path_pn: packet_number,
             tx_time_us: self.timestamp_us(now),
         };
-        let (header, counter, key) = self.keys.next_header(PacketType::Control, path_id.0);
-        let buf = packet.buffer_mut();
-        buf[..TRANSPORT_HEADER_LEN].copy_from_slice(&header);
         let mut meta_bytes = [0u8; CONTROL_META_LEN];
         meta.emit(&mut meta_bytes);
-        buf[TRANSPORT_HEADER_LEN..frames_start].copy_from_slice(&meta_bytes);
-        let body_end = frames_start + frames_len;
-        let tag = key.seal_in_place(&header, counter, &mut buf[TRANSPORT_HEADER_LEN..body_end]);
-        buf[body_end..body_end + TAG_LEN].copy_from_slice(&tag);
-        packet.set_range(0, body_end + TAG_LEN);
+        datagram[layout.meta()].copy_from_slice(&meta_bytes);
+        datagram[layout.payload()].copy_from_slice(frames);
+        self.keys
+            .seal(PacketType::Control, path_id.0, &layout, datagram);
         let path = &mut self.paths[index];
-        path.on_sent(now, packet_number, packet.len(), None, eliciting, false);
-        self.work_units += 1;
-        Some(Outgoing {
-            socket: path.socket,
-            destination,
-            source_ip,
-            path: path_id,
-            owner: self.local_id,
-            packet,
-        })
+        path.on_sent(
+            now,
+            packet_number,
+            layout.datagram_len(),
+            None,
+            eliciting,
+            false,
+        );
+        layout.datagram_len()
+    }
+
+    /// Seals `outgoing`, which waited for its socket, onto the end of `buffer` (see
+    /// [`super::Core::seal`]); `None` if its path is gone (the inner packet it carried
+    /// is given up, into `follow`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn seal(
+        &mut self,
+        now: Instant,
+        outgoing: Outgoing,
+        buffer: &mut Vec<u8>,
+        piggyback: bool,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+        follow: &mut Vec<Outgoing>,
+    ) -> Option<usize> {
+        let Some(unsealed) = outgoing.unsealed else {
+            return Some(append_finished(outgoing.packet, buffer, pool));
+        };
+        let Some(index) = self.path_index(outgoing.path) else {
+            self.unsent(now, outgoing, false, pool, follow);
+            drops.record(
+                now,
+                crate::counters::DropReason::SendFailed,
+                &"a datagram's path was removed while it waited for its socket",
+            );
+            return None;
+        };
+        let len = match unsealed {
+            Unsealed::Data { seq } => self.seal_data(
+                now,
+                index,
+                seq,
+                outgoing.packet,
+                buffer,
+                piggyback,
+                pool,
+                follow,
+            ),
+            Unsealed::Control { eliciting } => {
+                let len = self.seal_control(now, index, outgoing.packet.bytes(), eliciting, buffer);
+                pool.recycle(outgoing.packet);
+                len
+            }
+        };
+        Some(len)
+    }
+
+    /// `outgoing` will never be sent as it is (see [`super::Core::unsent`]): its path
+    /// no longer counts it in flight, and an inner packet it carried goes out on
+    /// another path if `reroute`, else (or if no path can take it) is given up, the
+    /// receiver told (into `out`).
+    pub(super) fn unsent(
+        &mut self,
+        now: Instant,
+        outgoing: Outgoing,
+        reroute: bool,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Some(Unsealed::Data { seq }) = outgoing.unsealed else {
+            return pool.recycle(outgoing.packet);
+        };
+        let assigned_len = TransportLayout::data(0, outgoing.packet.len()).datagram_len();
+        let index = self.path_index(outgoing.path);
+        if let Some(index) = index {
+            self.paths[index].on_data_unsent(assigned_len);
+        }
+        let rerouted = match index.filter(|_| reroute) {
+            Some(index) => self.reinject(
+                now,
+                index,
+                (seq, outgoing.packet),
+                Resend::Urgent,
+                pool,
+                out,
+            ),
+            None => {
+                pool.recycle(outgoing.packet);
+                false
+            }
+        };
+        if !rerouted {
+            self.give_up(seq);
+            self.send_given_up(now, pool, out);
+        }
     }
 
     /// Sends the acknowledgements that could not wait for reverse data, in one
@@ -613,14 +728,41 @@ impl Session {
         }
     }
 
-    /// Builds a goodbye for every path that has an address.
+    /// Builds a goodbye for every path that has an address, sealed at once: the
+    /// session may be gone by the time the socket takes it.
     pub(super) fn close(&mut self, now: Instant, pool: &mut BufferPool, out: &mut Vec<Outgoing>) {
+        let mut sealed = Vec::new();
         for index in 0..self.paths.len() {
-            if self.paths[index].socket_open {
-                out.extend(self.control(now, index, true, pool, |_, buf| {
-                    wire::write_frame(buf, &Frame::Close).unwrap_or(0)
-                }));
+            if !self.paths[index].socket_open {
+                continue;
             }
+            let goodbye = self.control(now, index, true, pool, |_, buf| {
+                wire::write_frame(buf, &Frame::Close).unwrap_or(0)
+            });
+            let Some(mut goodbye) = goodbye else {
+                continue;
+            };
+            sealed.clear();
+            self.seal_control(now, index, goodbye.packet.bytes(), true, &mut sealed);
+            pool.recycle(goodbye.packet);
+            let Some(packet) = pool.take_copy(&sealed) else {
+                continue;
+            };
+            goodbye.packet = packet;
+            goodbye.unsealed = None;
+            out.push(goodbye);
         }
     }
+}
+
+/// Appends a finished datagram to `buffer` and recycles its buffer; returns its length.
+pub(super) fn append_finished(
+    packet: Packet,
+    buffer: &mut Vec<u8>,
+    pool: &mut BufferPool,
+) -> usize {
+    let len = packet.len();
+    buffer.extend_from_slice(packet.bytes());
+    pool.recycle(packet);
+    len
 }

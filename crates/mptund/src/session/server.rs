@@ -14,6 +14,7 @@ use mptund_sched::{AnyScheduler, PathId};
 use super::handshake_time::PeerTimestamp;
 use super::init_queue::{InitQueue, QueuedInit};
 use super::receive::{ArrivalPath, ReceiveContext};
+use super::send::append_finished;
 use super::share::{MemoryLedger, ServerLimits};
 use super::timers::SessionTimers;
 use super::{
@@ -414,6 +415,7 @@ impl ServerCore {
             path: PathId(init.path_id()),
             owner: super::HANDSHAKES,
             packet: reply,
+            unsealed: None,
         });
     }
 
@@ -620,6 +622,7 @@ impl ServerCore {
             path: path_id,
             owner: super::HANDSHAKES,
             packet: response,
+            unsealed: None,
         });
     }
 
@@ -1103,6 +1106,61 @@ impl Core for ServerCore {
             entry.session.close(now, &mut self.pool, out);
         }
         self.reschedule_all();
+    }
+
+    fn seal(
+        &mut self,
+        now: Instant,
+        outgoing: Outgoing,
+        buffer: &mut Vec<u8>,
+        piggyback: bool,
+        follow: &mut Vec<Outgoing>,
+    ) -> Option<usize> {
+        if outgoing.unsealed.is_none() {
+            return Some(append_finished(outgoing.packet, buffer, &mut self.pool));
+        }
+        let id = outgoing.owner;
+        if !self.sessions.contains_key(&id) {
+            refuse(
+                &mut self.pool,
+                &mut self.drops,
+                outgoing.packet,
+                now,
+                DropReason::SendFailed,
+                &"the session ended while a datagram waited for its socket",
+            );
+            return None;
+        }
+        // Sealing moves the packet into the copies kept for repair and arms the
+        // path's timers: a step of the session's like any other.
+        let held = self.begin_step(now, id);
+        let sealed = self.sessions.get_mut(&id).and_then(|entry| {
+            entry.session.seal(
+                now,
+                outgoing,
+                buffer,
+                piggyback,
+                &mut self.pool,
+                &mut self.drops,
+                follow,
+            )
+        });
+        self.end_step(id, held);
+        self.touch(id);
+        sealed
+    }
+
+    fn unsent(&mut self, now: Instant, outgoing: Outgoing, reroute: bool, out: &mut Vec<Outgoing>) {
+        let id = outgoing.owner;
+        let held = self.begin_step(now, id);
+        match self.sessions.get_mut(&id) {
+            Some(entry) => entry
+                .session
+                .unsent(now, outgoing, reroute, &mut self.pool, out),
+            None => self.pool.recycle(outgoing.packet),
+        }
+        self.end_step(id, held);
+        self.touch(id);
     }
 
     fn pool(&mut self) -> &mut BufferPool {

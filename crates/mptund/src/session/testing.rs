@@ -2,15 +2,16 @@
 //! targets (`fuzz/`) and the data path benchmark (`benches/datapath.rs`) start from
 //! the same values, so a new setting is filled in once.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mptund_probe::ControllerChoice;
 use mptund_sched::{ReorderConfig, SchedulerChoice};
 
 use super::{
-    ClientPathSettings, ClientSettings, CoDelConfig, PathSettings, PeerSettings, SendQueueConfig,
-    ServerSettings, SessionSettings,
+    ClientPathSettings, ClientSettings, CoDelConfig, Core, Outgoing, PathSettings, PeerSettings,
+    SendQueueConfig, ServerSettings, SessionSettings,
 };
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
 use crate::config::IpNet;
@@ -113,4 +114,48 @@ pub fn server_settings(
 /// byte more, to see oversize packets) with the datagram's head- and tailroom.
 pub fn pool(mtu: usize) -> BufferPool {
     BufferPool::new(HEADROOM + mtu + 1 + TAILROOM, 64, 4096)
+}
+
+/// Seals the unsealed datagrams in `out` at `now`, in order, as if each socket took
+/// them at once (what the daemon's loop does through [`super::Engine`]): for harnesses
+/// that drive a core directly and put its datagrams on a simulated wire. What must
+/// follow a datagram (parity) comes right after it; one not sent after all leaves
+/// the list.
+pub fn seal_all<C: Core>(core: &mut C, now: Instant, out: &mut Vec<Outgoing>) {
+    if out.iter().all(|outgoing| outgoing.unsealed.is_none()) {
+        return;
+    }
+    let mut waiting: VecDeque<Outgoing> = out.drain(..).collect();
+    let mut follow = Vec::new();
+    let mut buffer = Vec::new();
+    while let Some(outgoing) = waiting.pop_front() {
+        if outgoing.unsealed.is_none() {
+            out.push(outgoing);
+            continue;
+        }
+        let (socket, destination, source_ip, path, owner) = (
+            outgoing.socket,
+            outgoing.destination,
+            outgoing.source_ip,
+            outgoing.path,
+            outgoing.owner,
+        );
+        buffer.clear();
+        let sealed = core.seal(now, outgoing, &mut buffer, true, &mut follow);
+        for next in follow.drain(..).rev() {
+            waiting.push_front(next);
+        }
+        let Some(packet) = sealed.and_then(|_| core.pool().take_copy(&buffer)) else {
+            continue;
+        };
+        out.push(Outgoing {
+            packet,
+            socket,
+            destination,
+            source_ip,
+            path,
+            owner,
+            unsealed: None,
+        });
+    }
 }

@@ -14,6 +14,7 @@ use crate::buffers::{BufferPool, HEADROOM};
 use crate::config::IpNet;
 use crate::counters::DropReason;
 use crate::keys::PrivateKey;
+use crate::session::testing::seal_all;
 
 mod cookies;
 mod ecn;
@@ -171,6 +172,11 @@ impl Net {
 
     /// Puts what a core produced on the wire.
     fn transmit(&mut self, to_server: bool) {
+        if to_server {
+            seal_all(&mut self.client, self.now, &mut self.out);
+        } else {
+            seal_all(&mut self.server, self.now, &mut self.out);
+        }
         for outgoing in std::mem::take(&mut self.out) {
             let path = if to_server {
                 Some(outgoing.socket)

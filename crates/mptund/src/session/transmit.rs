@@ -18,7 +18,6 @@ use std::net::{IpAddr, SocketAddr};
 use mptund_sched::PathId;
 
 use super::Outgoing;
-use crate::buffers::BufferPool;
 use crate::wire::SessionId;
 
 /// Datagrams one socket may have waiting. The paths' congestion windows keep the
@@ -134,57 +133,58 @@ impl Transmits {
             .is_some_and(|queue| queue.waiting > 0)
     }
 
-    /// Copies the next send of `socket`, at most `max_segments` datagrams of the
-    /// session whose turn it is, into `buffer` (replacing what it held) and recycles
-    /// their buffers; `None` when nothing waits.
+    /// Seals the next send of `socket` into `buffer` (replacing what it held): at most
+    /// `max_segments` datagrams of the session whose turn it is, each through `seal`
+    /// (see [`super::Core::seal`]), which appends it and returns its length or `None`
+    /// if it was not sent after all. `None` when nothing waits.
     pub(super) fn poll(
         &mut self,
         socket: usize,
         max_segments: usize,
         buffer: &mut Vec<u8>,
-        pool: &mut BufferPool,
+        mut seal: impl FnMut(Outgoing, &mut Vec<u8>, bool) -> Option<usize>,
     ) -> Option<Transmit> {
-        let queue = self.sockets.get_mut(socket)?;
-        // Each turn of a session adds a quantum; it sends while its deficit covers the
-        // next run, then the next session's turn comes. A quantum covers any run, so
-        // this takes at most one lap.
-        let (owner, run) = loop {
-            let owner = *queue.active.front()?;
-            let session = queue.queues.get_mut(&owner)?;
-            let run = head_run(&session.datagrams, max_segments)?;
-            if session.deficit >= run.bytes {
-                break (owner, run);
-            }
-            if !queue.turn_granted {
-                session.deficit += QUANTUM_BYTES;
-                queue.turn_granted = true;
-                continue;
-            }
-            queue.active.rotate_left(1);
-            queue.turn_granted = false;
-        };
-        let session = queue.queues.get_mut(&owner)?;
-        session.deficit -= run.bytes;
-        let first = session.datagrams.front()?;
-        let transmit = Transmit {
-            destination: first.destination,
-            source_ip: first.source_ip,
-            segment_size: run.segment_size,
-            datagrams: run.count,
-            path: first.path,
-        };
         buffer.clear();
-        for datagram in session.datagrams.drain(..run.count) {
-            buffer.extend_from_slice(datagram.packet.bytes());
-            pool.recycle(datagram.packet);
+        loop {
+            let queue = self.sockets.get_mut(socket)?;
+            let owner = queue.next_turn(max_segments)?;
+            let session = queue.queues.get_mut(&owner)?;
+            let sealed = seal_run(&mut session.datagrams, max_segments, buffer, &mut seal);
+            session.deficit = session.deficit.saturating_sub(buffer.len());
+            queue.waiting -= sealed.taken;
+            if session.datagrams.is_empty() {
+                queue.active.pop_front();
+                queue.turn_granted = false;
+                self.retire(socket, owner);
+            }
+            if sealed.transmit.is_some() {
+                return sealed.transmit;
+            }
         }
-        queue.waiting -= run.count;
-        if session.datagrams.is_empty() {
-            queue.active.pop_front();
-            queue.turn_granted = false;
-            self.retire(socket, owner);
+    }
+
+    /// Puts `outgoing` back at the head of its session's queue for its socket (a
+    /// datagram that must follow one just sent), whatever the shares: it was admitted
+    /// once already.
+    pub(super) fn push_front(&mut self, outgoing: Outgoing) {
+        let socket = outgoing.socket;
+        if self.sockets.len() <= socket {
+            self.sockets.resize_with(socket + 1, SocketQueue::default);
         }
-        Some(transmit)
+        let Some(queue) = self.sockets.get_mut(socket) else {
+            return;
+        };
+        let owner = outgoing.owner;
+        let spare = &mut self.spare;
+        let entry = queue.queues.entry(owner).or_insert_with(|| SessionQueue {
+            datagrams: spare.pop().unwrap_or_default(),
+            deficit: 0,
+        });
+        if entry.datagrams.is_empty() {
+            queue.active.push_back(owner);
+        }
+        entry.datagrams.push_front(outgoing);
+        queue.waiting += 1;
     }
 
     /// Takes everything `socket` has waiting (the socket closed).
@@ -241,6 +241,27 @@ impl Transmits {
 }
 
 impl SocketQueue {
+    /// The session whose turn it is to send: each turn adds a quantum, and a session
+    /// sends while its deficit covers its next run, then the next one's turn comes. A
+    /// quantum covers any run, so this takes at most one lap.
+    fn next_turn(&mut self, max_segments: usize) -> Option<SessionId> {
+        loop {
+            let owner = *self.active.front()?;
+            let session = self.queues.get_mut(&owner)?;
+            let run = head_run(&session.datagrams, max_segments)?;
+            if session.deficit >= run.bytes {
+                return Some(owner);
+            }
+            if !self.turn_granted {
+                session.deficit += QUANTUM_BYTES;
+                self.turn_granted = true;
+                continue;
+            }
+            self.active.rotate_left(1);
+            self.turn_granted = false;
+        }
+    }
+
     /// Takes the newest datagram of the session with the most waiting.
     fn evict_from_fattest(&mut self) -> Option<Outgoing> {
         let fattest = self
@@ -260,11 +281,11 @@ impl SocketQueue {
 /// `max_segments` segments; `None` when nothing waits.
 fn head_run(queue: &VecDeque<Outgoing>, max_segments: usize) -> Option<Run> {
     let first = queue.front()?;
-    let size = first.packet.len();
+    let size = first.wire_len();
     let mut count = 1;
     let mut bytes = size;
     for next in queue.iter().skip(1) {
-        let len = next.packet.len();
+        let len = next.wire_len();
         let fits = count < max_segments.min(MAX_GSO_SEGMENTS)
             && bytes + len <= MAX_GSO_BYTES
             && same_flow(first, next)
@@ -284,6 +305,72 @@ fn head_run(queue: &VecDeque<Outgoing>, max_segments: usize) -> Option<Run> {
         bytes,
         segment_size: (count > 1).then_some(size),
     })
+}
+
+/// What sealing a run took from its queue.
+struct SealedRun {
+    /// Datagrams taken from the queue (sent or not).
+    taken: usize,
+    /// The send, if any datagram was sealed.
+    transmit: Option<Transmit>,
+}
+
+/// Seals datagrams from the head of `queue` into `buffer` as one GSO send: each of
+/// the first one's size (which acknowledgements riding on it may have grown) to one
+/// address on one path, but the last, which may be shorter.
+fn seal_run(
+    queue: &mut VecDeque<Outgoing>,
+    max_segments: usize,
+    buffer: &mut Vec<u8>,
+    seal: &mut impl FnMut(Outgoing, &mut Vec<u8>, bool) -> Option<usize>,
+) -> SealedRun {
+    let mut taken = 0;
+    let mut transmit: Option<Transmit> = None;
+    let mut size = 0;
+    while let Some(next) = queue.front() {
+        if let Some(first) = &transmit {
+            let len = next.wire_len();
+            let fits = first.datagrams < max_segments.min(MAX_GSO_SEGMENTS)
+                && buffer.len() + len <= MAX_GSO_BYTES
+                && first.destination == next.destination
+                && first.source_ip == next.source_ip
+                && first.path == next.path
+                && len <= size;
+            if !fits {
+                break;
+            }
+        }
+        let Some(outgoing) = queue.pop_front() else {
+            break;
+        };
+        taken += 1;
+        let (destination, source_ip, path) =
+            (outgoing.destination, outgoing.source_ip, outgoing.path);
+        let Some(len) = seal(outgoing, buffer, transmit.is_none()) else {
+            continue;
+        };
+        match &mut transmit {
+            None => {
+                size = len;
+                transmit = Some(Transmit {
+                    destination,
+                    source_ip,
+                    segment_size: None,
+                    datagrams: 1,
+                    path,
+                });
+            }
+            Some(first) => {
+                first.datagrams += 1;
+                first.segment_size = Some(size);
+                // A shorter segment can only be the last one.
+                if len < size {
+                    break;
+                }
+            }
+        }
+    }
+    SealedRun { taken, transmit }
 }
 
 fn same_flow(a: &Outgoing, b: &Outgoing) -> bool {
@@ -308,6 +395,20 @@ mod tests {
             source_ip: None,
             path: PathId(0),
             owner: SessionId(1),
+            unsealed: None,
+        }
+    }
+
+    /// What a core does with a finished datagram when its socket takes it.
+    fn finished(
+        pool: &mut BufferPool,
+    ) -> impl FnMut(Outgoing, &mut Vec<u8>, bool) -> Option<usize> + '_ {
+        |outgoing, buffer, _| {
+            Some(crate::session::send::append_finished(
+                outgoing.packet,
+                buffer,
+                pool,
+            ))
         }
     }
 
@@ -361,7 +462,9 @@ mod tests {
             assert!(queues.push(outgoing).is_ok());
         }
         let mut buffer = vec![0xee; 10];
-        let transmit = queues.poll(0, 64, &mut buffer, &mut pool).unwrap();
+        let transmit = queues
+            .poll(0, 64, &mut buffer, finished(&mut pool))
+            .unwrap();
         assert_eq!(transmit.datagrams, 3);
         assert_eq!(transmit.segment_size, Some(1400));
         assert_eq!(buffer.len(), 1400 + 1400 + 900);
@@ -369,10 +472,12 @@ mod tests {
         assert!(buffer[1400..2800].iter().all(|&b| b == 2));
         assert!(buffer[2800..].iter().all(|&b| b == 3));
         assert!(queues.has_waiting(0) && queues.has_waiting(1));
-        let alone = queues.poll(0, 64, &mut buffer, &mut pool).unwrap();
+        let alone = queues
+            .poll(0, 64, &mut buffer, finished(&mut pool))
+            .unwrap();
         assert_eq!((alone.datagrams, alone.segment_size), (1, None));
         assert!(!queues.has_waiting(0));
-        assert_eq!(queues.poll(0, 64, &mut buffer, &mut pool), None);
+        assert_eq!(queues.poll(0, 64, &mut buffer, finished(&mut pool)), None);
         assert_eq!(queues.take_all(1).len(), 1);
         assert!(queues.is_empty());
     }
@@ -428,8 +533,12 @@ mod tests {
         );
         // The newcomer is served in the second send, not after the hog's backlog.
         let mut buffer = Vec::new();
-        let first = queues.poll(0, 64, &mut buffer, &mut pool).unwrap();
-        let second = queues.poll(0, 64, &mut buffer, &mut pool).unwrap();
+        let first = queues
+            .poll(0, 64, &mut buffer, finished(&mut pool))
+            .unwrap();
+        let second = queues
+            .poll(0, 64, &mut buffer, finished(&mut pool))
+            .unwrap();
         assert_eq!(first.destination.port(), 7);
         assert_eq!(second.destination.port(), 8);
         assert_eq!(second.datagrams, 10);
@@ -451,7 +560,9 @@ mod tests {
         let mut buffer = Vec::new();
         let mut bytes = [0usize; 3];
         while queues.waiting_of(0, SessionId(1)) > 0 && queues.waiting_of(0, SessionId(2)) > 0 {
-            let transmit = queues.poll(0, 64, &mut buffer, &mut pool).unwrap();
+            let transmit = queues
+                .poll(0, 64, &mut buffer, finished(&mut pool))
+                .unwrap();
             bytes[usize::from(transmit.destination.port())] += buffer.len();
         }
         // While both had work, both sent about as many bytes (within one quantum),
@@ -497,7 +608,7 @@ mod tests {
             let mut buffer = Vec::new();
             for (socket, expected) in expected.iter().enumerate() {
                 let mut sent: Vec<Vec<u8>> = Vec::new();
-                while let Some(transmit) = queues.poll(socket, max_segments, &mut buffer, &mut pool) {
+                while let Some(transmit) = queues.poll(socket, max_segments, &mut buffer, finished(&mut pool)) {
                     prop_assert!(transmit.datagrams >= 1);
                     prop_assert!(transmit.datagrams <= max_segments.min(MAX_GSO_SEGMENTS));
                     prop_assert!(transmit.datagrams == 1 || buffer.len() <= MAX_GSO_BYTES);

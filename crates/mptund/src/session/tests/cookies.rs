@@ -50,7 +50,8 @@ impl Net {
         self.sent_by_server(out)
     }
 
-    fn sent_by_server(&mut self, out: Vec<Outgoing>) -> Vec<Vec<u8>> {
+    fn sent_by_server(&mut self, mut out: Vec<Outgoing>) -> Vec<Vec<u8>> {
+        seal_all(&mut self.server, self.now, &mut out);
         out.into_iter()
             .map(|outgoing| {
                 let bytes = outgoing.packet.bytes().to_vec();

@@ -55,6 +55,7 @@ impl Net {
                 .handle_datagram(self.now, received, packet, &mut self.out);
         }
         self.server.flush_acks(self.now, &mut self.out);
+        seal_all(&mut self.server, self.now, &mut self.out);
         let to_from: Vec<usize> = self
             .out
             .iter()

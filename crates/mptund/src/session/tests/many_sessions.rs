@@ -85,6 +85,7 @@ impl Hub {
     }
 
     fn sent_by_client(&mut self, index: usize) {
+        seal_all(&mut self.clients[index], self.now, &mut self.out);
         for outgoing in std::mem::take(&mut self.out) {
             if !self.gone[index] {
                 self.to_server
@@ -95,6 +96,7 @@ impl Hub {
     }
 
     fn sent_by_server(&mut self) {
+        seal_all(&mut self.server, self.now, &mut self.out);
         for outgoing in std::mem::take(&mut self.out) {
             if let Some(index) = (0..CLIENTS).find(|&i| outer_addr(i) == outgoing.destination) {
                 self.to_clients
