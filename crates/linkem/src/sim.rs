@@ -330,8 +330,8 @@ mod tests {
             .with_jitter(ms(4), true)
             .with_outage(ms(50), ms(20));
         let sends: Vec<(u64, usize, u32)> = (0..100).map(|i| (i, 0, i as u32)).collect();
-        let first = run(7, &[lossy.clone()], &sends);
-        assert_eq!(first, run(7, &[lossy.clone()], &sends));
+        let first = run(7, std::slice::from_ref(&lossy), &sends);
+        assert_eq!(first, run(7, std::slice::from_ref(&lossy), &sends));
         assert_ne!(first, run(8, &[lossy], &sends));
         let ids: Vec<u32> = first.iter().map(|&(_, _, id)| id).collect();
         assert!(
