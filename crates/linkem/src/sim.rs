@@ -173,6 +173,11 @@ impl<P> Network<P> {
         self.links.get(id.0)
     }
 
+    /// For run-time controls ([`Link::set_cut`], [`Link::lose_next`]).
+    pub fn link_mut(&mut self, id: LinkId) -> Option<&mut Link<P>> {
+        self.links.get_mut(id.0)
+    }
+
     pub fn links(&self) -> impl Iterator<Item = (LinkId, &Link<P>)> {
         self.links
             .iter()
@@ -321,6 +326,27 @@ mod tests {
         let slow = LinkConfig::delay_only(ms(30));
         let released = run(1, &[fast, slow], &[(0, 1, 100), (0, 0, 1), (0, 0, 2)]);
         assert_eq!(released, [(ms(11), 0, 1), (ms(12), 0, 2), (ms(30), 1, 100)]);
+    }
+
+    #[test]
+    fn a_cut_link_and_scripted_losses_drop_arrivals_only() {
+        let base = Instant::now();
+        let mut network = Network::new(base, 1);
+        let link = network.add_link(LinkConfig::delay_only(ms(10)));
+        let accepted = |admission: Admission<u32>| matches!(admission, Admission::Accepted);
+        assert!(accepted(network.send(base, link, 1, 100)));
+        let control = network.link_mut(link).unwrap();
+        control.set_cut(true);
+        control.lose_next(1);
+        assert!(!accepted(network.send(base, link, 2, 100)));
+        network.link_mut(link).unwrap().set_cut(false);
+        assert_eq!(network.link(link).unwrap().losses_to_come(), 1);
+        assert!(!accepted(network.send(base, link, 3, 100)));
+        assert!(accepted(network.send(base, link, 4, 100)));
+        let released: Vec<u32> =
+            std::iter::from_fn(|| network.poll_release(base + ms(10)).map(|(_, id)| id)).collect();
+        assert_eq!(released, [1, 4], "what was inside went on");
+        assert_eq!(network.link(link).unwrap().counters().dropped_scripted, 2);
     }
 
     #[test]

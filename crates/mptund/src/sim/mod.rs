@@ -11,8 +11,9 @@
 //!
 //! Each side's sockets are modelled as the kernel's are. A send is one GSO run from
 //! [`Engine::poll_transmit`], split into its segments. It enters the socket's send
-//! buffer whole or not at all: a buffer too full for it, or a socket blocked by the
-//! test for an interval, answers `WouldBlock`; the send then waits for the socket to
+//! buffer whole or not at all: a full buffer (as Linux, one with room for a byte
+//! takes a send of any size), or a socket blocked by the test for an interval,
+//! answers `WouldBlock`; the send then waits for the socket to
 //! become writable (half the buffer free, as Linux's `sock_writeable`) and the
 //! engine hears [`Engine::on_socket_full`], as in `daemon/mod.rs`
 //! (`send_waiting`, `send_unsent`). The buffer drains into the path at the
@@ -265,14 +266,16 @@ impl SimSocket {
     }
 
     /// Puts the datagrams of `transmit`, back to back in `contents`, into the send
-    /// buffer, whole or not at all; `path` says which path they take.
+    /// buffer, whole or not at all; `path` is the path and the link they take from
+    /// there (`None`: an address no path has, where they are lost). A socket without an
+    /// interface rate hands them to the path at once.
     fn try_send(
         &mut self,
         now: Instant,
         since_start: Duration,
         transmit: &Transmit,
         contents: &[u8],
-        path: Option<usize>,
+        path: Option<(usize, LinkId)>,
         network: &mut Network<Datagram>,
     ) -> Result<(), Refused> {
         if !self.open {
@@ -282,9 +285,9 @@ impl SimSocket {
         let queued = network
             .link(self.buffer)
             .map_or(0, linkem::Link::queued_bytes);
-        if self.config.is_blocked_at(since_start)
-            || queued + contents.len() > self.config.send_buffer_bytes
-        {
+        // As Linux's `sock_alloc_send_skb`: a send is taken while the buffer holds
+        // less than its size, however large the send.
+        if self.config.is_blocked_at(since_start) || queued >= self.config.send_buffer_bytes {
             self.stats.would_block += 1;
             return Err(Refused::WouldBlock);
         }
@@ -301,19 +304,47 @@ impl SimSocket {
         self.stats.sends += 1;
         self.stats.datagrams += count as u64;
         self.stats.largest_send = self.stats.largest_send.max(count);
-        // A datagram to an address no path has leaves the host and is lost.
-        let Some(path) = path else {
+        let Some((path, path_link)) = path else {
             return Ok(());
+        };
+        let next_hop = match self.config.interface_rate_bit_per_s {
+            Some(_) => self.buffer,
+            None => path_link,
         };
         for segment in segments {
             let datagram = Datagram {
                 bytes: segment.to_vec(),
                 path,
             };
-            // The buffer link has no queue limit and no loss: it takes everything.
-            let _ = network.send(now, self.buffer, datagram, segment.len());
+            // The buffer link takes everything (no queue limit, no loss); the path
+            // may drop the datagram (loss, a full queue, an outage, a cut).
+            let _ = network.send(now, next_hop, datagram, segment.len());
         }
         Ok(())
+    }
+}
+
+/// The paths' addresses and links, by client path index.
+struct Wiring {
+    client_addrs: Vec<SocketAddr>,
+    up: Vec<LinkId>,
+    down: Vec<LinkId>,
+}
+
+impl Wiring {
+    /// Where a send goes: the client's socket `i` is path `i` (its `Up` link); the
+    /// server's one socket reaches the path whose address the datagram is for (its
+    /// `Down` link).
+    fn path_of(&self, server: bool, socket: usize, transmit: &Transmit) -> Option<(usize, LinkId)> {
+        if server {
+            let path = self
+                .client_addrs
+                .iter()
+                .position(|&addr| addr == transmit.destination)?;
+            Some((path, *self.down.get(path)?))
+        } else {
+            Some((socket, *self.up.get(socket)?))
+        }
     }
 }
 
@@ -322,12 +353,13 @@ struct Side<C: Core> {
     engine: Engine<C>,
     sockets: Vec<SimSocket>,
     tun: Vec<Delivery>,
+    is_server: bool,
 }
 
 impl<C: Core> Side<C> {
     /// The daemon's `flush`: writes to the TUN what the core released, then sends
     /// what waits for every socket that is not holding a refused send.
-    fn flush(&mut self, clock: &Clock, network: &mut Network<Datagram>, routes: &[SocketAddr]) {
+    fn flush(&mut self, clock: &Clock, network: &mut Network<Datagram>, wiring: &Wiring) {
         while let Some(packet) = self.engine.poll_tun_packet() {
             self.tun.push(Delivery {
                 at: clock.elapsed(),
@@ -337,7 +369,7 @@ impl<C: Core> Side<C> {
         }
         for index in 0..self.sockets.len() {
             if self.sockets[index].unsent.is_none() && self.engine.has_transmit(index) {
-                self.send_waiting(index, clock, network, routes, Vec::new());
+                self.send_waiting(index, clock, network, wiring, Vec::new());
             }
         }
     }
@@ -349,7 +381,7 @@ impl<C: Core> Side<C> {
         index: usize,
         clock: &Clock,
         network: &mut Network<Datagram>,
-        routes: &[SocketAddr],
+        wiring: &Wiring,
         mut buffer: Vec<u8>,
     ) {
         loop {
@@ -357,7 +389,7 @@ impl<C: Core> Side<C> {
             let Some(transmit) = self.engine.poll_transmit(index, max_segments, &mut buffer) else {
                 return;
             };
-            match self.send(index, transmit, buffer, clock, network, routes) {
+            match self.send(index, transmit, buffer, clock, network, wiring) {
                 (Sent::Done | Sent::Failed, Some(returned)) => buffer = returned,
                 _ => return,
             }
@@ -373,16 +405,10 @@ impl<C: Core> Side<C> {
         contents: Vec<u8>,
         clock: &Clock,
         network: &mut Network<Datagram>,
-        routes: &[SocketAddr],
+        wiring: &Wiring,
     ) -> (Sent, Option<Vec<u8>>) {
         let now = clock.now();
-        // `routes` is empty for the client, whose socket is its path; the server's
-        // one socket reaches the path whose address the datagram is for.
-        let path = if routes.is_empty() {
-            Some(index)
-        } else {
-            routes.iter().position(|&addr| addr == transmit.destination)
-        };
+        let path = wiring.path_of(self.is_server, index, &transmit);
         let socket = &mut self.sockets[index];
         match socket.try_send(now, clock.elapsed(), &transmit, &contents, path, network) {
             Ok(()) => (Sent::Done, Some(contents)),
@@ -404,12 +430,7 @@ impl<C: Core> Side<C> {
 
     /// The daemon's `send_unsent`, for every socket holding a send that is now
     /// writable.
-    fn send_unsent(
-        &mut self,
-        clock: &Clock,
-        network: &mut Network<Datagram>,
-        routes: &[SocketAddr],
-    ) {
+    fn send_unsent(&mut self, clock: &Clock, network: &mut Network<Datagram>, wiring: &Wiring) {
         for index in 0..self.sockets.len() {
             if !self.sockets[index].writable(clock.elapsed(), network) {
                 continue;
@@ -418,9 +439,9 @@ impl<C: Core> Side<C> {
                 continue;
             };
             if let (Sent::Done | Sent::Failed, Some(buffer)) =
-                self.send(index, transmit, contents, clock, network, routes)
+                self.send(index, transmit, contents, clock, network, wiring)
             {
-                self.send_waiting(index, clock, network, routes, buffer);
+                self.send_waiting(index, clock, network, wiring, buffer);
             }
         }
     }
@@ -452,11 +473,9 @@ pub struct Sim {
     network: Network<Datagram>,
     /// What each link of `network` stands for, by its index.
     hops: Vec<Hop>,
-    up: Vec<LinkId>,
-    down: Vec<LinkId>,
+    wiring: Wiring,
     client: Side<ClientCore>,
     server: Side<ServerCore>,
-    client_addrs: Vec<SocketAddr>,
     events: EventQueue<Event>,
     /// The client's wall clock, in UNIX nanoseconds, moved with the virtual one.
     wall: Arc<AtomicU64>,
@@ -524,6 +543,7 @@ impl Sim {
             engine: Engine::new(client_core),
             sockets: client_sockets,
             tun: Vec::new(),
+            is_server: false,
         };
         for index in 0..config.paths.len() {
             client.engine.set_socket_open(base, index, true);
@@ -532,15 +552,18 @@ impl Sim {
             clock,
             network,
             hops,
-            up,
-            down,
+            wiring: Wiring {
+                client_addrs: (0..config.paths.len()).map(client_addr).collect(),
+                up,
+                down,
+            },
             client,
             server: Side {
                 engine: Engine::new(server_core),
                 sockets: vec![server_socket],
                 tun: Vec::new(),
+                is_server: true,
             },
-            client_addrs: (0..config.paths.len()).map(client_addr).collect(),
             events: EventQueue::default(),
             wall,
             rtt_samples_seen: None,
@@ -605,7 +628,11 @@ impl Sim {
 
     /// The counters of path `path`'s link client to server (`up`) or back.
     pub fn link_counters(&self, path: usize, up: bool) -> LinkCounters {
-        let id = if up { self.up[path] } else { self.down[path] };
+        let id = if up {
+            self.wiring.up[path]
+        } else {
+            self.wiring.down[path]
+        };
         self.network
             .link(id)
             .map(|link| *link.counters())
@@ -653,6 +680,30 @@ impl Sim {
         }
         self.client.engine.set_socket_open(now, path, open);
         self.settle();
+    }
+
+    /// Cuts client path `path` both ways, or mends it: datagrams sent while it is
+    /// cut are lost, those already on it arrive.
+    pub fn cut_path(&mut self, path: usize, cut: bool) {
+        for id in [self.wiring.up[path], self.wiring.down[path]] {
+            if let Some(link) = self.network.link_mut(id) {
+                link.set_cut(cut);
+            }
+        }
+    }
+
+    /// The next `count` datagrams the server sends on path `path` are lost.
+    pub fn lose_next_to_client(&mut self, path: usize, count: usize) {
+        if let Some(link) = self.network.link_mut(self.wiring.down[path]) {
+            link.lose_next(count);
+        }
+    }
+
+    /// Datagrams to the client on path `path` still to be lost.
+    pub fn losses_to_come_to_client(&self, path: usize) -> usize {
+        self.network
+            .link(self.wiring.down[path])
+            .map_or(0, linkem::Link::losses_to_come)
     }
 
     /// From now on, records every RTT sample the client's paths take (see
@@ -776,9 +827,10 @@ impl Sim {
     fn step(&mut self) {
         self.wall_follows_clock();
         let now = self.now();
-        self.client.send_unsent(&self.clock, &mut self.network, &[]);
+        self.client
+            .send_unsent(&self.clock, &mut self.network, &self.wiring);
         self.server
-            .send_unsent(&self.clock, &mut self.network, &self.client_addrs);
+            .send_unsent(&self.clock, &mut self.network, &self.wiring);
         while let Some((_, event)) = self.events.pop_due(now) {
             match event {
                 Event::ClientTun(bytes) => self.client.read_tun(now, &bytes),
@@ -792,17 +844,17 @@ impl Sim {
                     let len = datagram.bytes.len();
                     // Loss, a full queue or an outage on the path: the datagram is gone.
                     let _: Admission<Datagram> =
-                        self.network.send(now, self.up[path], datagram, len);
+                        self.network.send(now, self.wiring.up[path], datagram, len);
                 }
                 Some(Hop::ServerSocket) => {
                     let len = datagram.bytes.len();
-                    let down = self.down[datagram.path];
+                    let down = self.wiring.down[datagram.path];
                     let _: Admission<Datagram> = self.network.send(now, down, datagram, len);
                 }
                 Some(Hop::Up(path)) => {
                     let received = Received {
                         socket: 0,
-                        from: self.client_addrs[*path],
+                        from: self.wiring.client_addrs[*path],
                         local_ip: Some(SERVER_ADDR.ip()),
                     };
                     self.server.read_datagram(now, received, &datagram.bytes);
@@ -836,9 +888,10 @@ impl Sim {
         if let Some(ceiling) = self.client.engine.core().timestamp_to_store() {
             self.client.engine.core_mut().timestamp_stored(ceiling);
         }
-        self.client.flush(&self.clock, &mut self.network, &[]);
+        self.client
+            .flush(&self.clock, &mut self.network, &self.wiring);
         self.server
-            .flush(&self.clock, &mut self.network, &self.client_addrs);
+            .flush(&self.clock, &mut self.network, &self.wiring);
     }
 }
 

@@ -292,3 +292,21 @@ fn a_blocked_socket_adds_nothing_to_any_paths_rtt_samples() {
         "the block hit no send"
     );
 }
+
+#[test]
+fn a_socket_whose_interface_is_slower_than_the_load_fills_and_refuses_sends() {
+    let mut path = PathConfig::delay_ms(10);
+    // 5 Mbit/s out of a buffer of eight datagrams.
+    path.socket.interface_rate_bit_per_s = Some(5_000_000);
+    path.socket.send_buffer_bytes = 8 * MTU;
+    let mut session = settings(ms(300));
+    session.send_queue.max_sojourn = ms(2000);
+    let mut sim = Sim::established(SimConfig::new(session, vec![path]));
+    // 11 Mbit/s for 200 ms.
+    schedule_bulk(&mut sim, 0, 200, ms(1));
+    sim.run_for(ms(3000));
+    let stats = sim.client_socket_stats(0);
+    assert!(stats.would_block > 0, "{stats:?}");
+    assert!(sim.client_report().sessions[0].paths[0].socket_full > 0);
+    assert_each_delivered_once(&sim, 200);
+}
