@@ -706,6 +706,22 @@ impl Sim {
             .map_or(0, linkem::Link::losses_to_come)
     }
 
+    /// The client says goodbye on every path ([`Engine::close`], as the daemon at
+    /// shutdown).
+    pub fn close_client(&mut self) {
+        let now = self.now();
+        self.client.engine.close(now);
+        self.settle();
+    }
+
+    /// Buffers each side's pool allocated so far: (client, server).
+    pub fn pool_allocations(&mut self) -> (u64, u64) {
+        (
+            self.client.engine.pool().allocations(),
+            self.server.engine.pool().allocations(),
+        )
+    }
+
     /// From now on, records every RTT sample the client's paths take (see
     /// [`Sim::rtt_samples`]). A sample is seen in the report after the step that
     /// took it; of several taken at one instant on one path, the last is seen.
