@@ -644,79 +644,6 @@ fn delay_equalization_follows_a_reload() {
 }
 
 #[test]
-fn delay_equalization_keeps_order_and_reports_the_added_delay() {
-    let mut session = settings(Duration::from_millis(200));
-    session.equalize_delay = Some(Equalization {
-        scope: mptund_sched::EqualizeScope::InUse,
-        percent: 100,
-    });
-    let mut net = Net::established_with(&[10, 40], session);
-    // Round-robin: both paths carry data, so every packet is handed on at 40 ms.
-    for tag in 0..100 {
-        net.client_sends(tag, 1000);
-        net.run_for(Duration::from_millis(1));
-    }
-    net.run_for(Duration::from_millis(100));
-    let tags: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
-    assert_eq!(tags, (0..100).collect::<Vec<_>>());
-    let server = net.server.report(net.now);
-    let reorder = &server.sessions[0].reorder;
-    assert!(
-        (29.0..=31.0).contains(&reorder.equalized_delay_ms),
-        "{reorder:?}"
-    );
-    assert_eq!(
-        (reorder.gaps_skipped, reorder.buffered),
-        (0, 0),
-        "{reorder:?}"
-    );
-}
-
-#[test]
-fn latency_critical_packets_go_on_the_two_fastest_paths_and_arrive_once() {
-    let mut session = settings(Duration::from_millis(100));
-    session.duplicate_latency_critical = true;
-    let mut net = Net::established_with(&[30, 5, 10], session);
-    let sent_before: Vec<u64> = net
-        .client_paths()
-        .iter()
-        .map(|p| p.sent_data_packets)
-        .collect();
-    // A pure TCP acknowledgement: 20-byte IPv4 header, 20-byte TCP header, ACK flag.
-    let mut ack = inner_packet(CLIENT_INNER, SERVER_INNER, 0, 20);
-    ack[9] = 6;
-    ack[20 + 12] = 5 << 4;
-    ack[20 + 13] = 0x10;
-    let mut packet = net.client.pool().take();
-    packet.buffer_mut()[HEADROOM..HEADROOM + ack.len()].copy_from_slice(&ack);
-    packet.set_range(HEADROOM, HEADROOM + ack.len());
-    net.client.handle_tun_packet(net.now, packet, &mut net.out);
-    net.transmit(true);
-    // A data segment is not duplicated.
-    net.client_sends(1, 1000);
-    net.run_for(Duration::from_millis(100));
-    assert_eq!(net.server_received.len(), 2, "each delivered once");
-    assert_eq!(net.server_received[0], ack);
-    let sent: Vec<u64> = net
-        .client_paths()
-        .iter()
-        .zip(&sent_before)
-        .map(|(p, before)| p.sent_data_packets - before)
-        .collect();
-    assert_eq!(
-        sent.iter().sum::<u64>(),
-        3,
-        "two copies and one data packet: {sent:?}"
-    );
-    assert_eq!(sent[1], 1, "the 5 ms path carried a copy: {sent:?}");
-    assert!(sent[2] >= 1, "the 10 ms path carried a copy: {sent:?}");
-    let client = net.client.report(net.now);
-    assert_eq!(client.sessions[0].duplicated, 1);
-    let server = net.server.report(net.now);
-    assert_eq!(server.sessions[0].reorder.duplicates, 1);
-}
-
-#[test]
 fn client_re_handshakes_after_the_server_forgets_it() {
     let mut net = Net::established(&[10, 10], Duration::from_millis(50));
     let before = net.client.report(net.now).sessions[0].local_id;
@@ -825,49 +752,6 @@ fn handshake_with_a_client_the_server_does_not_know_fails() {
         "every attempt refused"
     );
     assert_eq!(net.server_datagrams, 0, "an unknown client gets no answer");
-}
-
-#[test]
-fn a_path_falling_silent_pauses_the_send_queue_aqm_for_the_grace_only() {
-    let mut net = Net::established(&[10, 15], Duration::from_millis(1000));
-    let mut tag = 0;
-    let mut stream_for = |net: &mut Net, duration: Duration| {
-        let until = net.now + duration;
-        while net.now < until {
-            net.client_sends(tag, 1000);
-            tag += 1;
-            net.run_for(Duration::from_micros(500));
-        }
-    };
-    stream_for(&mut net, Duration::from_millis(300));
-    assert!(!net.client.send_queue_settling(net.now), "no fall yet");
-    net.cut[0] = true;
-    let cut_at = net.now;
-    while !net.client.send_queue_settling(net.now) {
-        assert!(
-            net.now < cut_at + Duration::from_secs(1),
-            "the silent path was never noticed: {}",
-            net.client.deadlines()
-        );
-        stream_for(&mut net, Duration::from_millis(1));
-    }
-    let noticed_at = net.now;
-    // Going down later is the same fall: the grace is not extended.
-    stream_for(
-        &mut net,
-        super::queue::CAPACITY_FALL_GRACE - Duration::from_millis(10),
-    );
-    assert_eq!(
-        net.client.report(net.now).sessions[0].paths[0].state,
-        "down"
-    );
-    assert!(net.client.send_queue_settling(net.now));
-    stream_for(&mut net, Duration::from_millis(20));
-    assert!(
-        !net.client.send_queue_settling(net.now),
-        "still paused {:?} after the fall",
-        net.now - noticed_at
-    );
 }
 
 /// What an idle backup path costs in an hour: keepalives every 25 s and their
@@ -1038,38 +922,6 @@ fn a_scheduler_switch_mid_stream_keeps_the_stream_in_order() {
 }
 
 #[test]
-fn a_closed_socket_takes_its_path_down_at_once_and_a_reopened_one_comes_back() {
-    let mut net = Net::established(&[10, 40], Duration::from_millis(300));
-    for tag in 0..600 {
-        if tag == 200 {
-            // The interface went down: the daemon closes the socket.
-            net.cut[1] = true;
-            net.client.set_socket_open(net.now, 1, false, &mut net.out);
-            net.transmit(true);
-            assert_eq!(net.client_paths()[1].state, "down");
-            assert_eq!(net.client_paths()[1].bytes_in_flight, 0);
-        }
-        if tag == 400 {
-            net.cut[1] = false;
-            net.client.set_socket_open(net.now, 1, true, &mut net.out);
-            net.transmit(true);
-        }
-        net.client_sends(tag, 1000);
-        net.run_for(Duration::from_micros(500));
-    }
-    let sent_after_reopen = net.client_paths()[1].sent_data_packets;
-    for tag in 600..800 {
-        net.client_sends(tag, 1000);
-        net.run_for(Duration::from_micros(500));
-    }
-    net.run_for(Duration::from_millis(500));
-    let up: Vec<u32> = net.server_received.iter().map(|p| tag_of(p)).collect();
-    assert_eq!(up, (0..800).collect::<Vec<_>>(), "in order, none lost");
-    assert_eq!(net.client_paths()[1].state, "up");
-    assert!(net.client_paths()[1].sent_data_packets > sent_after_reopen + 20);
-}
-
-#[test]
 fn server_peer_changes_apply_in_place_and_a_removed_peer_is_closed() {
     let mut net = Net::established(&[10, 10], Duration::from_millis(100));
     let session = net.session_id();
@@ -1109,56 +961,4 @@ fn server_peer_changes_apply_in_place_and_a_removed_peer_is_closed() {
     net.run_for(Duration::from_secs(3));
     assert!(!net.client.is_established());
     assert!(net.server.drops().get(DropReason::HandshakeRejected) >= 2);
-}
-
-#[test]
-fn a_lossy_path_sends_parity_and_the_receiver_rebuilds_a_loss_before_its_repair() {
-    let mut net = Net::established(&[10], Duration::from_millis(200));
-    // The path loses 6 of its first 60 data datagrams with no queue: the radio's
-    // losses, enough for parity to pay from then on.
-    let mut tag = 0;
-    for _ in 0..6 {
-        for i in 0..10 {
-            if i == 5 {
-                net.lose_to_client = vec![1];
-            }
-            net.server_sends_sized(tag, 500);
-            tag += 1;
-        }
-        net.run_for(Duration::from_millis(100));
-    }
-    let report = net.client.report(net.now);
-    let (rebuilt_before, duplicates_before) = (
-        report.sessions[0].parity_rebuilt,
-        report.sessions[0].reorder.duplicates,
-    );
-    // Blocks of 32: one datagram lost in the middle of the next 96.
-    let first = tag;
-    for i in 0..96 {
-        if i == 40 {
-            net.lose_to_client = vec![1];
-        }
-        net.server_sends_sized(tag, 500);
-        tag += 1;
-        if i % 12 == 11 {
-            net.run_for(Duration::from_millis(40));
-        }
-    }
-    net.run_for(Duration::from_millis(300));
-    let tags: Vec<u32> = net.client_received.iter().map(|p| tag_of(p)).collect();
-    assert_eq!(tags, (0..tag).collect::<Vec<_>>(), "complete and in order");
-    let lost = first + 40;
-    let rebuilt = &net.client_received[lost as usize];
-    assert_eq!(
-        rebuilt,
-        &inner_packet(SERVER_INNER, CLIENT_INNER, lost, 500)
-    );
-    let server = net.server.report(net.now);
-    let sent = server.sessions[0].parity_sent;
-    assert!(sent >= 2, "{sent} {:?}", server.sessions[0].paths);
-    let client = &net.client.report(net.now).sessions[0];
-    assert_eq!(client.parity_rebuilt - rebuilt_before, 1);
-    assert_eq!(client.parity_unrecoverable, 0);
-    // The tunnel's own repair of the loss came after the parity had rebuilt it.
-    assert_eq!(client.reorder.duplicates - duplicates_before, 1);
 }

@@ -599,3 +599,198 @@ fn a_healed_path_is_probed_back_up_and_carries_data_again() {
     let after_heal: Vec<u32> = up.iter().copied().filter(|&tag| tag >= 100).collect();
     assert_eq!(after_heal, (100..200).collect::<Vec<_>>());
 }
+
+#[test]
+fn delay_equalization_keeps_order_and_reports_the_added_delay() {
+    let mut session = settings(Duration::from_millis(200));
+    session.equalize_delay = Some(Equalization {
+        scope: mptund_sched::EqualizeScope::InUse,
+        percent: 100,
+    });
+    let mut sim = established_with(&[10, 40], session);
+    // Round-robin: both paths carry data, so every packet is handed on at 40 ms.
+    for tag in 0..100 {
+        client_sends(&mut sim, tag, 1000);
+        sim.run_for(Duration::from_millis(1));
+    }
+    sim.run_for(Duration::from_millis(100));
+    assert_eq!(tags(sim.server_tun()), (0..100).collect::<Vec<_>>());
+    let server = sim.server_report();
+    let reorder = &server.sessions[0].reorder;
+    assert!(
+        (29.0..=31.0).contains(&reorder.equalized_delay_ms),
+        "{reorder:?}"
+    );
+    assert_eq!(
+        (reorder.gaps_skipped, reorder.buffered),
+        (0, 0),
+        "{reorder:?}"
+    );
+}
+
+#[test]
+fn latency_critical_packets_go_on_the_two_fastest_paths_and_arrive_once() {
+    let mut session = settings(Duration::from_millis(100));
+    session.duplicate_latency_critical = true;
+    let mut sim = established_with(&[30, 5, 10], session);
+    let sent_before: Vec<u64> = client_paths(&sim)
+        .iter()
+        .map(|p| p.sent_data_packets)
+        .collect();
+    // A pure TCP acknowledgement: 20-byte IPv4 header, 20-byte TCP header, ACK flag.
+    let mut ack = inner_packet(CLIENT_INNER, SERVER_INNER, 0, 20);
+    ack[9] = 6;
+    ack[20 + 12] = 5 << 4;
+    ack[20 + 13] = 0x10;
+    sim.client_sends(&ack);
+    // A data segment is not duplicated.
+    client_sends(&mut sim, 1, 1000);
+    sim.run_for(Duration::from_millis(100));
+    assert_eq!(sim.server_tun().len(), 2, "each delivered once");
+    assert_eq!(sim.server_tun()[0].bytes, ack);
+    let sent: Vec<u64> = client_paths(&sim)
+        .iter()
+        .zip(&sent_before)
+        .map(|(p, before)| p.sent_data_packets - before)
+        .collect();
+    assert_eq!(
+        sent.iter().sum::<u64>(),
+        3,
+        "two copies and one data packet: {sent:?}"
+    );
+    assert_eq!(sent[1], 1, "the 5 ms path carried a copy: {sent:?}");
+    assert!(sent[2] >= 1, "the 10 ms path carried a copy: {sent:?}");
+    let client = sim.client_report();
+    assert_eq!(client.sessions[0].duplicated, 1);
+    let server = sim.server_report();
+    assert_eq!(server.sessions[0].reorder.duplicates, 1);
+}
+
+#[test]
+fn a_path_falling_silent_pauses_the_send_queue_aqm_for_the_grace_only() {
+    let mut sim = established(&[10, 15], Duration::from_millis(1000));
+    let mut tag = 0;
+    let mut stream_for = |sim: &mut Sim, duration: Duration| {
+        let until = sim.now() + duration;
+        while sim.now() < until {
+            client_sends(sim, tag, 1000);
+            tag += 1;
+            sim.run_for(Duration::from_micros(500));
+        }
+    };
+    let settling = |sim: &Sim| sim.client().core().send_queue_settling(sim.now());
+    stream_for(&mut sim, Duration::from_millis(300));
+    assert!(!settling(&sim), "no fall yet");
+    sim.cut_path(0, true);
+    let cut_at = sim.now();
+    while !settling(&sim) {
+        assert!(
+            sim.now() < cut_at + Duration::from_secs(1),
+            "the silent path was never noticed: {}",
+            sim.client().core().deadlines()
+        );
+        stream_for(&mut sim, Duration::from_millis(1));
+    }
+    let noticed_at = sim.now();
+    // Going down later is the same fall: the grace is not extended.
+    stream_for(
+        &mut sim,
+        crate::session::queue::CAPACITY_FALL_GRACE - Duration::from_millis(10),
+    );
+    assert_eq!(client_paths(&sim)[0].state, "down");
+    assert!(settling(&sim));
+    stream_for(&mut sim, Duration::from_millis(20));
+    assert!(
+        !settling(&sim),
+        "still paused {:?} after the fall",
+        sim.now() - noticed_at
+    );
+}
+
+#[test]
+fn a_closed_socket_takes_its_path_down_at_once_and_a_reopened_one_comes_back() {
+    let mut sim = established(&[10, 40], Duration::from_millis(300));
+    for tag in 0..600 {
+        if tag == 200 {
+            // The interface went down: the daemon closes the socket.
+            sim.cut_path(1, true);
+            sim.set_client_socket_open(1, false);
+            assert_eq!(client_paths(&sim)[1].state, "down");
+            assert_eq!(client_paths(&sim)[1].bytes_in_flight, 0);
+        }
+        if tag == 400 {
+            sim.cut_path(1, false);
+            sim.set_client_socket_open(1, true);
+        }
+        client_sends(&mut sim, tag, 1000);
+        sim.run_for(Duration::from_micros(500));
+    }
+    let sent_after_reopen = client_paths(&sim)[1].sent_data_packets;
+    for tag in 600..800 {
+        client_sends(&mut sim, tag, 1000);
+        sim.run_for(Duration::from_micros(500));
+    }
+    sim.run_for(Duration::from_millis(500));
+    assert_eq!(
+        tags(sim.server_tun()),
+        (0..800).collect::<Vec<_>>(),
+        "in order, none lost"
+    );
+    assert_eq!(client_paths(&sim)[1].state, "up");
+    assert!(client_paths(&sim)[1].sent_data_packets > sent_after_reopen + 20);
+}
+
+#[test]
+fn a_lossy_path_sends_parity_and_the_receiver_rebuilds_a_loss_before_its_repair() {
+    let mut sim = established(&[10], Duration::from_millis(200));
+    // The path loses 6 of its first 60 data datagrams with no queue: the radio's
+    // losses, enough for parity to pay from then on.
+    let mut tag = 0;
+    for _ in 0..6 {
+        for i in 0..10 {
+            if i == 5 {
+                sim.lose_next_to_client(0, 1);
+            }
+            server_sends_sized(&mut sim, tag, 500);
+            tag += 1;
+        }
+        sim.run_for(Duration::from_millis(100));
+    }
+    let report = sim.client_report();
+    let (rebuilt_before, duplicates_before) = (
+        report.sessions[0].parity_rebuilt,
+        report.sessions[0].reorder.duplicates,
+    );
+    // Blocks of 32: one datagram lost in the middle of the next 96.
+    let first = tag;
+    for i in 0..96 {
+        if i == 40 {
+            sim.lose_next_to_client(0, 1);
+        }
+        server_sends_sized(&mut sim, tag, 500);
+        tag += 1;
+        if i % 12 == 11 {
+            sim.run_for(Duration::from_millis(40));
+        }
+    }
+    sim.run_for(Duration::from_millis(300));
+    assert_eq!(
+        tags(sim.client_tun()),
+        (0..tag).collect::<Vec<_>>(),
+        "complete and in order"
+    );
+    let lost = first + 40;
+    let rebuilt = &sim.client_tun()[lost as usize].bytes;
+    assert_eq!(
+        rebuilt,
+        &inner_packet(SERVER_INNER, CLIENT_INNER, lost, 500)
+    );
+    let server = sim.server_report();
+    let sent = server.sessions[0].parity_sent;
+    assert!(sent >= 2, "{sent} {:?}", server.sessions[0].paths);
+    let client = &sim.client_report().sessions[0];
+    assert_eq!(client.parity_rebuilt - rebuilt_before, 1);
+    assert_eq!(client.parity_unrecoverable, 0);
+    // The tunnel's own repair of the loss came after the parity had rebuilt it.
+    assert_eq!(client.reorder.duplicates - duplicates_before, 1);
+}
