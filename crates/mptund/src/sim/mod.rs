@@ -37,22 +37,27 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use linkem::rng::SeededRng;
-use linkem::sim::{Clock, EventQueue, LinkId, Network};
-use linkem::{Admission, LinkConfig, LinkCounters, Outage};
+use linkem::sim::{Clock, EventQueue, Network};
+use linkem::{Admission, LinkConfig, LinkCounters};
 
-use crate::buffers::HEADROOM;
 use crate::keys::{PrivateKey, KEY_LEN};
+
+mod side;
+mod socket;
+
 use crate::session::testing::{client_settings, pool, server_settings};
-use crate::session::{
-    ClientCore, Core, Engine, Received, Report, ServerCore, SessionSettings, Transmit,
-    MAX_GSO_SEGMENTS,
-};
+use crate::session::{ClientCore, Engine, Received, Report, ServerCore, SessionSettings};
+use side::{Side, Wiring};
+use socket::{Datagram, SimSocket};
+pub use socket::{SocketConfig, SocketStats, DEFAULT_SEND_BUFFER_BYTES};
 
 /// The server's outer address.
 pub const SERVER_ADDR: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
+
 /// The client's inner (tunnel) address; the server allows it alone.
 pub const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
+
 /// The server side's inner address.
 pub const SERVER_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 1);
 
@@ -64,54 +69,13 @@ pub fn client_addr(path: usize) -> SocketAddr {
     )
 }
 
-/// Linux's default socket send buffer (`net.core.wmem_default`), in bytes.
-pub const DEFAULT_SEND_BUFFER_BYTES: usize = 212_992;
 /// The client's wall clock at the start of a run (its handshakes carry it), in UNIX
 /// nanoseconds: any fixed value will do.
 const WALL_CLOCK_START_NANOS: u64 = 1_700_000_000_000_000_000;
+
 /// Wake-ups at one instant with no datagram arriving after which a run fails: a
 /// core that keeps asking to be woken now without progress would spin the daemon.
 const MAX_WAKEUPS_AT_ONE_INSTANT: u32 = 1000;
-
-/// One UDP socket's send side.
-#[derive(Debug, Clone)]
-pub struct SocketConfig {
-    /// Bytes the send buffer holds (`SO_SNDBUF`).
-    pub send_buffer_bytes: usize,
-    /// The rate the interface takes datagrams out of the buffer at; `None`: at once,
-    /// so the buffer fills only while the socket is blocked.
-    pub interface_rate_bit_per_s: Option<u64>,
-    /// Intervals, from the start of the run, during which the socket takes no send
-    /// and its buffer does not drain (a stopped device queue). Sorted, disjoint.
-    pub blocked: Vec<Outage>,
-    /// Datagrams one GSO send may carry (`PathSocket::max_gso_segments`).
-    pub max_gso_segments: usize,
-}
-
-impl Default for SocketConfig {
-    fn default() -> Self {
-        Self {
-            send_buffer_bytes: DEFAULT_SEND_BUFFER_BYTES,
-            interface_rate_bit_per_s: None,
-            blocked: Vec::new(),
-            max_gso_segments: MAX_GSO_SEGMENTS,
-        }
-    }
-}
-
-impl SocketConfig {
-    /// The socket refuses every send from `start` for `duration`.
-    pub fn blocked_during(mut self, start: Duration, duration: Duration) -> Self {
-        self.blocked.push(Outage { start, duration });
-        self
-    }
-
-    fn is_blocked_at(&self, since_start: Duration) -> bool {
-        self.blocked
-            .iter()
-            .any(|block| block.start <= since_start && since_start < block.start + block.duration)
-    }
-}
 
 /// One client path: its socket and a link per direction.
 #[derive(Debug, Clone)]
@@ -169,21 +133,6 @@ pub struct Delivery {
     pub bytes: Vec<u8>,
 }
 
-/// What one socket sent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SocketStats {
-    /// Sends (GSO runs) the socket took.
-    pub sends: u64,
-    /// Datagrams in them.
-    pub datagrams: u64,
-    /// The most datagrams one send carried.
-    pub largest_send: usize,
-    /// Sends refused with `WouldBlock`.
-    pub would_block: u64,
-    /// Sends that failed (the socket was closed).
-    pub failed: u64,
-}
-
 /// An RTT sample a path took, as its report showed it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RttSample {
@@ -192,13 +141,6 @@ pub struct RttSample {
     /// The path's index among the client's paths.
     pub path: usize,
     pub rtt: Duration,
-}
-
-/// A datagram inside a socket buffer or on a path.
-struct Datagram {
-    bytes: Vec<u8>,
-    /// The client path it travels on.
-    path: usize,
 }
 
 /// What a link of the network stands for.
@@ -216,255 +158,6 @@ enum Hop {
 enum Event {
     ClientTun(Vec<u8>),
     ServerTun(Vec<u8>),
-}
-
-/// Why a send did not enter the socket.
-enum Refused {
-    WouldBlock,
-    NotConnected,
-}
-
-/// What became of one send (as the daemon's `Sent`).
-enum Sent {
-    Done,
-    Failed,
-    Full,
-}
-
-struct SimSocket {
-    config: SocketConfig,
-    /// The send buffer: a linkem link at the interface's rate with no delay.
-    buffer: LinkId,
-    open: bool,
-    /// A send refused with `WouldBlock`, with its datagrams, retried once writable.
-    unsent: Option<(Transmit, Vec<u8>)>,
-    stats: SocketStats,
-}
-
-impl SimSocket {
-    fn new(config: SocketConfig, network: &mut Network<Datagram>) -> Self {
-        let mut link = LinkConfig::delay_only(Duration::ZERO);
-        link.rate_bit_per_s = config.interface_rate_bit_per_s;
-        // Nothing drains while blocked: the link's serializer pauses in outages.
-        link.outages.clone_from(&config.blocked);
-        Self {
-            buffer: network.add_link(link),
-            config,
-            open: true,
-            unsent: None,
-            stats: SocketStats::default(),
-        }
-    }
-
-    fn writable(&self, since_start: Duration, network: &Network<Datagram>) -> bool {
-        let queued = network
-            .link(self.buffer)
-            .map_or(0, linkem::Link::queued_bytes);
-        !self.open
-            || (!self.config.is_blocked_at(since_start)
-                && queued <= self.config.send_buffer_bytes / 2)
-    }
-
-    /// Puts the datagrams of `transmit`, back to back in `contents`, into the send
-    /// buffer, whole or not at all; `path` is the path and the link they take from
-    /// there (`None`: an address no path has, where they are lost). A socket without an
-    /// interface rate hands them to the path at once.
-    fn try_send(
-        &mut self,
-        now: Instant,
-        since_start: Duration,
-        transmit: &Transmit,
-        contents: &[u8],
-        path: Option<(usize, LinkId)>,
-        network: &mut Network<Datagram>,
-    ) -> Result<(), Refused> {
-        if !self.open {
-            self.stats.failed += 1;
-            return Err(Refused::NotConnected);
-        }
-        let queued = network
-            .link(self.buffer)
-            .map_or(0, linkem::Link::queued_bytes);
-        // As Linux's `sock_alloc_send_skb`: a send is taken while the buffer holds
-        // less than its size, however large the send.
-        if self.config.is_blocked_at(since_start) || queued >= self.config.send_buffer_bytes {
-            self.stats.would_block += 1;
-            return Err(Refused::WouldBlock);
-        }
-        let segment_size = transmit.segment_size.unwrap_or(contents.len()).max(1);
-        let segments = contents.chunks(segment_size);
-        let count = segments.len();
-        assert_eq!(
-            count,
-            transmit.datagrams,
-            "a send of {} bytes in segments of {segment_size} is not {} datagrams",
-            contents.len(),
-            transmit.datagrams
-        );
-        self.stats.sends += 1;
-        self.stats.datagrams += count as u64;
-        self.stats.largest_send = self.stats.largest_send.max(count);
-        let Some((path, path_link)) = path else {
-            return Ok(());
-        };
-        let next_hop = match self.config.interface_rate_bit_per_s {
-            Some(_) => self.buffer,
-            None => path_link,
-        };
-        for segment in segments {
-            let datagram = Datagram {
-                bytes: segment.to_vec(),
-                path,
-            };
-            // The buffer link takes everything (no queue limit, no loss); the path
-            // may drop the datagram (loss, a full queue, an outage, a cut).
-            let _ = network.send(now, next_hop, datagram, segment.len());
-        }
-        Ok(())
-    }
-}
-
-/// The paths' addresses and links, by client path index.
-struct Wiring {
-    client_addrs: Vec<SocketAddr>,
-    up: Vec<LinkId>,
-    down: Vec<LinkId>,
-}
-
-impl Wiring {
-    /// Where a send goes: the client's socket `i` is path `i` (its `Up` link); the
-    /// server's one socket reaches the path whose address the datagram is for (its
-    /// `Down` link).
-    fn path_of(&self, server: bool, socket: usize, transmit: &Transmit) -> Option<(usize, LinkId)> {
-        if server {
-            let path = self
-                .client_addrs
-                .iter()
-                .position(|&addr| addr == transmit.destination)?;
-            Some((path, *self.down.get(path)?))
-        } else {
-            Some((socket, *self.up.get(socket)?))
-        }
-    }
-}
-
-/// One end: its engine, its sockets and what it wrote to its TUN.
-struct Side<C: Core> {
-    engine: Engine<C>,
-    sockets: Vec<SimSocket>,
-    tun: Vec<Delivery>,
-    is_server: bool,
-}
-
-impl<C: Core> Side<C> {
-    /// The daemon's `flush`: writes to the TUN what the core released, then sends
-    /// what waits for every socket that is not holding a refused send.
-    fn flush(&mut self, clock: &Clock, network: &mut Network<Datagram>, wiring: &Wiring) {
-        while let Some(packet) = self.engine.poll_tun_packet() {
-            self.tun.push(Delivery {
-                at: clock.elapsed(),
-                bytes: packet.bytes().to_vec(),
-            });
-            self.engine.pool().recycle(packet);
-        }
-        for index in 0..self.sockets.len() {
-            if self.sockets[index].unsent.is_none() && self.engine.has_transmit(index) {
-                self.send_waiting(index, clock, network, wiring, Vec::new());
-            }
-        }
-    }
-
-    /// The daemon's `send_waiting`: GSO runs until nothing is left or the socket
-    /// is full.
-    fn send_waiting(
-        &mut self,
-        index: usize,
-        clock: &Clock,
-        network: &mut Network<Datagram>,
-        wiring: &Wiring,
-        mut buffer: Vec<u8>,
-    ) {
-        loop {
-            let max_segments = self.sockets[index].config.max_gso_segments;
-            let Some(transmit) = self.engine.poll_transmit(index, max_segments, &mut buffer) else {
-                return;
-            };
-            match self.send(index, transmit, buffer, clock, network, wiring) {
-                (Sent::Done | Sent::Failed, Some(returned)) => buffer = returned,
-                _ => return,
-            }
-        }
-    }
-
-    /// The daemon's `send`: a full socket keeps the send with its buffer; a failure
-    /// is the engine's to count. Hands the buffer back unless the socket kept it.
-    fn send(
-        &mut self,
-        index: usize,
-        transmit: Transmit,
-        contents: Vec<u8>,
-        clock: &Clock,
-        network: &mut Network<Datagram>,
-        wiring: &Wiring,
-    ) -> (Sent, Option<Vec<u8>>) {
-        let now = clock.now();
-        let path = wiring.path_of(self.is_server, index, &transmit);
-        let socket = &mut self.sockets[index];
-        match socket.try_send(now, clock.elapsed(), &transmit, &contents, path, network) {
-            Ok(()) => (Sent::Done, Some(contents)),
-            Err(Refused::WouldBlock) => {
-                socket.unsent = Some((transmit, contents));
-                self.engine.on_socket_full(index);
-                (Sent::Full, None)
-            }
-            Err(Refused::NotConnected) => {
-                let error = std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "path socket is not open",
-                );
-                self.engine.on_send_failed(now, &transmit, &error);
-                (Sent::Failed, Some(contents))
-            }
-        }
-    }
-
-    /// The daemon's `send_unsent`, for every socket holding a send that is now
-    /// writable.
-    fn send_unsent(&mut self, clock: &Clock, network: &mut Network<Datagram>, wiring: &Wiring) {
-        for index in 0..self.sockets.len() {
-            if !self.sockets[index].writable(clock.elapsed(), network) {
-                continue;
-            }
-            let Some((transmit, contents)) = self.sockets[index].unsent.take() else {
-                continue;
-            };
-            if let (Sent::Done | Sent::Failed, Some(buffer)) =
-                self.send(index, transmit, contents, clock, network, wiring)
-            {
-                self.send_waiting(index, clock, network, wiring, buffer);
-            }
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        if self.engine.poll_timeout().is_some_and(|at| at <= now) {
-            self.engine.handle_timeout(now);
-        }
-    }
-
-    fn read_tun(&mut self, now: Instant, bytes: &[u8]) {
-        let mut packet = self.engine.pool().take();
-        packet.buffer_mut()[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(bytes);
-        packet.set_range(HEADROOM, HEADROOM + bytes.len());
-        self.engine.handle_tun_packet(now, packet);
-    }
-
-    fn read_datagram(&mut self, now: Instant, received: Received, bytes: &[u8]) {
-        match self.engine.pool().take_copy(bytes) {
-            Some(packet) => self.engine.handle_datagram(now, received, packet),
-            None => panic!("a datagram of {} bytes fits no buffer", bytes.len()),
-        }
-    }
 }
 
 /// A client and a server engine over emulated paths under a virtual clock.
