@@ -210,6 +210,20 @@ impl<P> Link<P> {
         self.cut = cut;
     }
 
+    /// Changes the rate limit from now on (a simulation whose radio changes rate):
+    /// every packet still in the queue, the one being serialized included, takes the
+    /// new rate.
+    pub fn set_rate_bit_per_s(&mut self, rate_bit_per_s: Option<u64>) {
+        self.config.rate_bit_per_s = rate_bit_per_s;
+    }
+
+    /// Changes the one-way delay from now on: packets that leave the serializer
+    /// from now on take the new delay (releases stay in order unless reordering is
+    /// allowed).
+    pub fn set_delay(&mut self, delay: Duration) {
+        self.config.delay = delay;
+    }
+
     /// Drops the next `count` packets that arrive, on top of any already due.
     pub fn lose_next(&mut self, count: usize) {
         self.losses_to_come += count;
