@@ -237,6 +237,7 @@ impl Sim {
             sockets: client_sockets,
             tun: Vec::new(),
             is_server: false,
+            captured: None,
         };
         for index in 0..config.paths.len() {
             client.engine.set_socket_open(base, index, true);
@@ -256,6 +257,7 @@ impl Sim {
                 sockets: vec![server_socket],
                 tun: Vec::new(),
                 is_server: true,
+                captured: None,
             },
             events: EventQueue::default(),
             wall,
@@ -413,6 +415,32 @@ impl Sim {
             self.client.engine.pool().allocations(),
             self.server.engine.pool().allocations(),
         )
+    }
+
+    /// From now on, keeps a copy of every datagram the client's sockets take (see
+    /// [`Sim::client_datagrams`]).
+    pub fn capture_client_datagrams(&mut self) {
+        self.client.captured.get_or_insert_with(Vec::new);
+    }
+
+    /// The datagrams the client's sockets took since [`Sim::capture_client_datagrams`],
+    /// with each one's path.
+    pub fn client_datagrams(&self) -> &[(usize, Vec<u8>)] {
+        self.client.captured.as_deref().unwrap_or_default()
+    }
+
+    /// `bytes` reach the server now from client path `path`'s address, as from an
+    /// attacker on the path (or a copy the network made).
+    pub fn inject_to_server(&mut self, path: usize, bytes: &[u8]) {
+        let now = self.now();
+        let received = Received {
+            socket: 0,
+            from: self.wiring.client_addrs[path],
+            local_ip: Some(SERVER_ADDR.ip()),
+        };
+        self.server.read_datagram(now, received, bytes);
+        self.server.engine.flush_acks(now);
+        self.settle();
     }
 
     /// From now on, records every RTT sample the client's paths take (see

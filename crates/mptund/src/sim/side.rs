@@ -53,6 +53,9 @@ pub(super) struct Side<C: Core> {
     pub(super) sockets: Vec<SimSocket>,
     pub(super) tun: Vec<Delivery>,
     pub(super) is_server: bool,
+    /// Every datagram the sockets took, with the socket, while a test wants them
+    /// (to replay or forge one).
+    pub(super) captured: Option<Vec<(usize, Vec<u8>)>>,
 }
 
 impl<C: Core> Side<C> {
@@ -115,7 +118,17 @@ impl<C: Core> Side<C> {
         let path = wiring.path_of(self.is_server, index, &transmit);
         let socket = &mut self.sockets[index];
         match socket.try_send(now, clock.elapsed(), &transmit, &contents, path, network) {
-            Ok(()) => (Sent::Done, Some(contents)),
+            Ok(()) => {
+                if let Some(captured) = &mut self.captured {
+                    let segment_size = transmit.segment_size.unwrap_or(contents.len()).max(1);
+                    captured.extend(
+                        contents
+                            .chunks(segment_size)
+                            .map(|segment| (index, segment.to_vec())),
+                    );
+                }
+                (Sent::Done, Some(contents))
+            }
             Err(Refused::WouldBlock) => {
                 socket.unsent = Some((transmit, contents));
                 self.engine.on_socket_full(index);
@@ -169,9 +182,15 @@ impl<C: Core> Side<C> {
     }
 
     pub(super) fn read_datagram(&mut self, now: Instant, received: Received, bytes: &[u8]) {
+        // As the daemon's `read_socket`: a datagram too large for any buffer is
+        // counted and dropped.
         match self.engine.pool().take_copy(bytes) {
             Some(packet) => self.engine.handle_datagram(now, received, packet),
-            None => panic!("a datagram of {} bytes fits no buffer", bytes.len()),
+            None => self.engine.record_drop(
+                now,
+                crate::counters::DropReason::Oversize,
+                &format_args!("datagram of {} bytes from {}", bytes.len(), received.from),
+            ),
         }
     }
 }

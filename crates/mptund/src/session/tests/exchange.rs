@@ -794,3 +794,88 @@ fn a_lossy_path_sends_parity_and_the_receiver_rebuilds_a_loss_before_its_repair(
     // The tunnel's own repair of the loss came after the parity had rebuilt it.
     assert_eq!(client.reorder.duplicates - duplicates_before, 1);
 }
+
+/// The newest data datagram the client sent, with its path (captured from the start).
+fn last_data_datagram(sim: &Sim) -> (usize, Vec<u8>) {
+    sim.client_datagrams()
+        .iter()
+        .rev()
+        .find(|(_, d)| d[0] == 3)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn replayed_forged_and_junk_datagrams_are_dropped_and_counted() {
+    let mut sim = established(&[10, 10], Duration::from_millis(50));
+    sim.capture_client_datagrams();
+    client_sends(&mut sim, 1, 200);
+    sim.run_for(Duration::from_millis(50));
+    assert_eq!(sim.server_tun().len(), 1);
+    let (path, data) = last_data_datagram(&sim);
+
+    let answers_before = server_datagrams(&sim);
+    sim.inject_to_server(path, &data);
+    // A fresh counter gets past the replay window, but the tag covers the header.
+    let mut forged = data.clone();
+    forged[8..16].copy_from_slice(&(1u64 << 40).to_be_bytes());
+    sim.inject_to_server(path, &forged);
+    sim.inject_to_server(path, &data[..10]);
+    sim.inject_to_server(path, &[0xee; 64]);
+    let mut wrong_session = data.clone();
+    wrong_session[4] ^= 0xff;
+    sim.inject_to_server(path, &wrong_session);
+
+    let drops = sim.server().core().drops();
+    assert_eq!(drops.get(DropReason::Replayed), 1);
+    assert_eq!(drops.get(DropReason::AuthenticationFailed), 1);
+    assert_eq!(drops.get(DropReason::Malformed), 2);
+    assert_eq!(drops.get(DropReason::UnknownSession), 1);
+    assert_eq!(
+        sim.server_tun().len(),
+        1,
+        "nothing forged or replayed reached the TUN"
+    );
+    assert_eq!(
+        server_datagrams(&sim),
+        answers_before,
+        "no answer to anything unauthenticated"
+    );
+}
+
+#[test]
+fn a_replayed_datagram_from_elsewhere_does_not_move_the_path() {
+    let mut sim = established(&[10, 10], Duration::from_millis(50));
+    sim.capture_client_datagrams();
+    client_sends(&mut sim, 1, 200);
+    sim.run_for(Duration::from_millis(50));
+    let (_, data) = last_data_datagram(&sim);
+    // The copy arrives from path 1's address but names path 0 (or vice versa).
+    let other = 1 - usize::from(data[1]);
+    sim.inject_to_server(other, &data);
+    let paths = server_paths(&sim);
+    for (index, path) in paths.iter().enumerate() {
+        assert_eq!(path.remote, Some(client_addr(index).to_string()));
+    }
+}
+
+#[test]
+fn inner_source_outside_allowed_ips_is_refused() {
+    let mut sim = established(&[10], Duration::from_millis(50));
+    let bytes = inner_packet(
+        std::net::Ipv4Addr::new(198, 18, 200, 9),
+        SERVER_INNER,
+        7,
+        100,
+    );
+    sim.client_sends(&bytes);
+    sim.run_for(Duration::from_millis(50));
+    assert!(sim.server_tun().is_empty());
+    assert_eq!(
+        sim.server()
+            .core()
+            .drops()
+            .get(DropReason::SourceNotAllowed),
+        1
+    );
+}
