@@ -40,13 +40,15 @@ use linkem::rng::SeededRng;
 use linkem::sim::{Clock, EventQueue, Network};
 use linkem::{Admission, LinkConfig, LinkCounters};
 
-use crate::keys::{PrivateKey, KEY_LEN};
+use crate::keys::{PrivateKey, PublicKey, KEY_LEN};
 
 mod side;
 mod socket;
 
 use crate::session::testing::{client_settings, pool, server_settings};
-use crate::session::{ClientCore, Engine, Received, Report, ServerCore, SessionSettings};
+use crate::session::{
+    ClientCore, Engine, Received, Report, ServerCore, ServerSettings, SessionSettings,
+};
 use side::{Side, Wiring};
 use socket::{Datagram, SimSocket};
 pub use socket::{SocketConfig, SocketStats, DEFAULT_SEND_BUFFER_BYTES};
@@ -172,6 +174,10 @@ pub struct Sim {
     events: EventQueue<Event>,
     /// The client's wall clock, in UNIX nanoseconds, moved with the virtual one.
     wall: Arc<AtomicU64>,
+    /// What a restarted server is built from.
+    server_key: PrivateKey,
+    client_public: PublicKey,
+    session: SessionSettings,
     /// Per client path: RTT samples seen so far, while samples are tracked.
     rtt_samples_seen: Option<Vec<u64>>,
     rtt_samples: Vec<RttSample>,
@@ -225,7 +231,7 @@ impl Sim {
         .with_random_source(Box::new(move || (handshake_jitter.next_u64() >> 32) as u32));
         let server_core = ServerCore::new(
             server_settings(
-                server_key,
+                server_key.clone(),
                 client_key.public_key(),
                 IpAddr::V4(CLIENT_INNER),
                 config.session.clone(),
@@ -263,7 +269,46 @@ impl Sim {
             wall,
             rtt_samples_seen: None,
             rtt_samples: Vec::new(),
+            server_key,
+            client_public: client_key.public_key(),
+            session: config.session,
         }
+    }
+
+    /// The server process restarts: the same key and peer, no sessions, nothing
+    /// remembered; `change` may alter its settings first (another peer list).
+    pub fn restart_server_with(&mut self, change: impl FnOnce(&mut ServerSettings)) {
+        let mut settings = server_settings(
+            self.server_key.clone(),
+            self.client_public,
+            IpAddr::V4(CLIENT_INNER),
+            self.session.clone(),
+        );
+        change(&mut settings);
+        let core = ServerCore::new(settings, pool(self.session.max_inner_len));
+        self.server.engine = Engine::new(core);
+        for socket in &mut self.server.sockets {
+            socket.unsent = None;
+        }
+    }
+
+    /// The server's public key, as a client (or an attacker) knows it.
+    pub fn server_public_key(&self) -> PublicKey {
+        self.server_key.public_key()
+    }
+
+    pub fn restart_server(&mut self) {
+        self.restart_server_with(|_| {});
+    }
+
+    /// The client's engine, for what the daemon's reload does to the core.
+    pub fn client_mut(&mut self) -> &mut Engine<ClientCore> {
+        &mut self.client.engine
+    }
+
+    /// The server's engine, for what the daemon's reload does to the core.
+    pub fn server_mut(&mut self) -> &mut Engine<ServerCore> {
+        &mut self.server.engine
     }
 
     /// A simulator whose client finished its handshake (within 500 ms).

@@ -879,3 +879,169 @@ fn inner_source_outside_allowed_ips_is_refused() {
         1
     );
 }
+
+/// Within the client's session timeout it has a session again, the server one, and
+/// an inner packet tagged `tag` crosses.
+fn reconnects_and_delivers(sim: &mut Sim, tag: u32) {
+    sim.run_for(Duration::from_secs(12));
+    assert!(sim.client().core().is_established());
+    assert_eq!(sim.server().core().session_count(), 1);
+    let before = sim.server_tun().len();
+    client_sends(sim, tag, 100);
+    sim.run_for(Duration::from_millis(50));
+    assert_eq!(tags(&sim.server_tun()[before..]), [tag]);
+}
+
+#[test]
+fn client_re_handshakes_after_the_server_forgets_it() {
+    let mut sim = established(&[10, 10], Duration::from_millis(50));
+    let before = sim.client_report().sessions[0].local_id;
+    sim.restart_server();
+    reconnects_and_delivers(&mut sim, 42);
+    let after = sim.client_report().sessions[0].local_id;
+    assert_ne!(before, after, "a new session replaced the dead one");
+}
+
+/// A captured init replayed to a restarted server with its path id rewritten and mac1
+/// recomputed (the server's public key is all that takes) once crashed the server.
+#[test]
+fn a_replayed_init_with_a_rewritten_path_id_is_refused_and_the_client_still_connects() {
+    let mut sim = Sim::new(config(&[10, 10], settings(Duration::from_millis(50))));
+    sim.capture_client_datagrams();
+    sim.run_for(Duration::from_millis(500));
+    assert!(sim.client().core().is_established());
+    let genuine: [u8; crate::wire::HANDSHAKE_INIT_LEN] = sim
+        .client_datagrams()
+        .iter()
+        .find(|(_, bytes)| bytes.first() == Some(&(crate::wire::PacketType::HandshakeInit as u8)))
+        .and_then(|(_, bytes)| bytes.as_slice().try_into().ok())
+        .expect("the client sent an init");
+    sim.restart_server();
+    let answered_before = server_datagrams(&sim);
+    let server_public = sim.server_public_key();
+    for path_id in [64u8, 200, 255] {
+        let mut crafted = genuine;
+        crafted[crate::wire::field::PATH_ID] = path_id;
+        crate::handshake::write_mac1(&server_public, &mut crafted);
+        sim.inject_to_server(0, &crafted);
+    }
+    let server = sim.server().core();
+    assert_eq!(server.session_count(), 0);
+    assert_eq!(server.drops().get(DropReason::HandshakeRejected), 3);
+    assert_eq!(
+        server_datagrams(&sim),
+        answered_before,
+        "a refused init gets no answer"
+    );
+    // The genuine client notices the lost session and connects again.
+    reconnects_and_delivers(&mut sim, 7);
+}
+
+#[test]
+fn handshake_with_a_client_the_server_does_not_know_fails() {
+    let mut sim = Sim::new(config(&[10], settings(Duration::from_millis(50))));
+    sim.restart_server_with(|server| {
+        server.peers = vec![crate::session::PeerSettings {
+            name: "someone else".into(),
+            public_key: crate::keys::PrivateKey::generate().public_key(),
+            allowed_ips: vec![],
+        }];
+    });
+    sim.run_for(Duration::from_secs(3));
+    assert!(!sim.client().core().is_established());
+    assert!(
+        sim.server()
+            .core()
+            .drops()
+            .get(DropReason::HandshakeRejected)
+            >= 3,
+        "every attempt refused"
+    );
+    assert_eq!(
+        server_datagrams(&sim),
+        0,
+        "an unknown client gets no answer"
+    );
+}
+
+/// How long a packet the client sends now takes to reach the server's TUN.
+fn next_lone_packet_delay(sim: &mut Sim) -> Duration {
+    let sent_at = sim.now();
+    let before = sim.server_tun().len();
+    client_sends(sim, 7, 1000);
+    while sim.server_tun().len() == before {
+        assert!(
+            sim.now() < sent_at + Duration::from_secs(1),
+            "never delivered"
+        );
+        sim.run_for(Duration::from_millis(1));
+    }
+    assert_eq!(tag_of(&sim.server_tun()[before].bytes), 7);
+    sim.now().saturating_duration_since(sent_at)
+}
+
+#[test]
+fn delay_equalization_follows_a_reload() {
+    let all_paths = Some(mptund_sched::EqualizeScope::AllPaths);
+    let mut sim = established_with(&[10, 40], equalizing(all_paths, 100));
+    sim.run_for(Duration::from_millis(1500));
+    assert!((40..=41).contains(&next_lone_packet_delay(&mut sim).as_millis()));
+    let now = sim.now();
+    sim.server_mut()
+        .core_mut()
+        .apply_settings(
+            now,
+            equalizing(None, 100),
+            super::path_settings(),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    assert!((10..=11).contains(&next_lone_packet_delay(&mut sim).as_millis()));
+    let now = sim.now();
+    sim.server_mut()
+        .core_mut()
+        .apply_settings(
+            now,
+            equalizing(all_paths, 50),
+            super::path_settings(),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    // A fresh equalizer learns both paths' delays from their next datagrams, and
+    // brings packets halfway now.
+    sim.run_for(Duration::from_millis(1500));
+    assert!((25..=26).contains(&next_lone_packet_delay(&mut sim).as_millis()));
+}
+
+/// What an idle backup path costs in an hour: keepalives every 25 s and their
+/// acknowledgements, with 28 bytes of IPv4 and UDP headers per datagram.
+#[test]
+fn idle_backup_path_costs_kilobytes_per_hour() {
+    let mut sim = Sim::new(config(&[10, 10], settings(Duration::from_millis(50))));
+    let mut client_settings_path = super::path_settings();
+    client_settings_path.keepalive_interval = Duration::from_secs(25);
+    let now = sim.now();
+    sim.client_mut()
+        .core_mut()
+        .set_path_probing(now, 1, client_settings_path, true);
+    sim.run_for(Duration::from_millis(500));
+    assert!(sim.client().core().is_established());
+    let before = client_paths(&sim)[1].clone();
+    sim.run_for(Duration::from_secs(3600));
+    let after = &client_paths(&sim)[1];
+    let datagrams = (after.sent_packets - before.sent_packets)
+        + (after.received_packets - before.received_packets);
+    let bytes = (after.sent_bytes - before.sent_bytes)
+        + (after.received_bytes - before.received_bytes)
+        + 28 * datagrams;
+    eprintln!("idle backup path: {datagrams} datagrams, {bytes} bytes in one hour (both directions, with IP/UDP headers)");
+    assert!(
+        (280..=320).contains(&datagrams),
+        "one ping and one acknowledgement per 25 s: {datagrams}"
+    );
+    assert!(bytes < 30_000, "{bytes} bytes per hour");
+    assert_eq!(
+        after.sent_data_packets, before.sent_data_packets,
+        "a backup carries no data while the regular path is up"
+    );
+}
