@@ -22,11 +22,11 @@ fn established(delays_ms: &[u64], hold: Duration) -> Sim {
     Sim::established(config(delays_ms, settings(hold)))
 }
 
-fn established_with(delays_ms: &[u64], session: SessionSettings) -> Sim {
+pub(super) fn established_with(delays_ms: &[u64], session: SessionSettings) -> Sim {
     Sim::established(config(delays_ms, session))
 }
 
-fn client_sends(sim: &mut Sim, tag: u32, payload: usize) {
+pub(super) fn client_sends(sim: &mut Sim, tag: u32, payload: usize) {
     sim.client_sends(&inner_packet(CLIENT_INNER, SERVER_INNER, tag, payload));
 }
 
@@ -34,7 +34,7 @@ fn server_sends_sized(sim: &mut Sim, tag: u32, payload: usize) {
     sim.server_sends(&inner_packet(SERVER_INNER, CLIENT_INNER, tag, payload));
 }
 
-fn tags(deliveries: &[Delivery]) -> Vec<u32> {
+pub(super) fn tags(deliveries: &[Delivery]) -> Vec<u32> {
     deliveries.iter().map(|d| tag_of(&d.bytes)).collect()
 }
 
@@ -796,7 +796,7 @@ fn a_lossy_path_sends_parity_and_the_receiver_rebuilds_a_loss_before_its_repair(
 }
 
 /// The newest data datagram the client sent, with its path (captured from the start).
-fn last_data_datagram(sim: &Sim) -> (usize, Vec<u8>) {
+pub(super) fn last_data_datagram(sim: &Sim) -> (usize, Vec<u8>) {
     sim.client_datagrams()
         .iter()
         .rev()
@@ -882,7 +882,7 @@ fn inner_source_outside_allowed_ips_is_refused() {
 
 /// Within the client's session timeout it has a session again, the server one, and
 /// an inner packet tagged `tag` crosses.
-fn reconnects_and_delivers(sim: &mut Sim, tag: u32) {
+pub(super) fn reconnects_and_delivers(sim: &mut Sim, tag: u32) {
     sim.run_for(Duration::from_secs(12));
     assert!(sim.client().core().is_established());
     assert_eq!(sim.server().core().session_count(), 1);
