@@ -13,14 +13,20 @@
 //! [`Engine::poll_transmit`], split into its segments. It enters the socket's send
 //! buffer whole or not at all: a full buffer (as Linux, one with room for a byte
 //! takes a send of any size), or a socket blocked by the test for an interval,
-//! answers `WouldBlock`; the send then waits for the socket to
-//! become writable (half the buffer free, as Linux's `sock_writeable`) and the
+//! answers `WouldBlock`; the loop then holds that send, already polled, until the
+//! socket is writable (half the buffer free, as Linux's `sock_writeable`), and the
 //! engine hears [`Engine::on_socket_full`], as in `daemon/mod.rs`
 //! (`send_waiting`, `send_unsent`). The buffer drains into the path at the
 //! interface's rate, or at once, and pauses while the socket is blocked. The paths
 //! are linkem's [`Link`](linkem::Link) model, one per direction, the same model the
 //! test bed's emulator runs: rate, delay, jitter and reordering, a drop-tail queue,
-//! random loss, outages.
+//! random loss, outages, and the run-time cut and scripted losses tests use to lose
+//! a given datagram.
+//!
+//! Tests may also act as an on-path attacker (capture the client's datagrams,
+//! inject bytes at the server), restart the server, and reach a core for what the
+//! daemon's reload does; reading state goes through [`Engine::report`] and the
+//! engines' cores.
 //!
 //! Time is virtual ([`linkem::sim::Clock`]): a run takes microseconds per simulated
 //! second, and the same [`SimConfig`] (seed included) gives the same deliveries at
@@ -28,8 +34,11 @@
 //! drawn from the seed too.
 //!
 //! The module is compiled for this crate's tests and, with the `sim` feature, for
-//! integration tests and benchmarks (`cargo test --features sim`); a daemon build
-//! neither compiles it nor links linkem.
+//! integration tests and benchmarks (`cargo test --features sim`,
+//! `tests/simulated_exchange.rs`); a daemon build neither compiles it nor links
+//! linkem. A `#[cfg(test)]` module would be out of reach of integration tests, and
+//! a separate crate depending on mptund would hand this crate's unit tests a second
+//! copy of its types.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
