@@ -253,6 +253,7 @@ impl Sim {
             tun: Vec::new(),
             is_server: false,
             captured: None,
+            sent_elsewhere: Vec::new(),
         };
         for index in 0..config.paths.len() {
             client.engine.set_socket_open(base, index, true);
@@ -273,6 +274,7 @@ impl Sim {
                 tun: Vec::new(),
                 is_server: true,
                 captured: None,
+                sent_elsewhere: Vec::new(),
             },
             events: EventQueue::default(),
             wall,
@@ -455,6 +457,22 @@ impl Sim {
             .map_or(0, linkem::Link::losses_to_come)
     }
 
+    /// Client path `path`'s datagrams come from `addr` from now on (its NAT mapping
+    /// changed); the server reaches the path only there.
+    pub fn rebind_client_path(&mut self, path: usize, addr: SocketAddr) {
+        self.wiring.client_addrs[path] = addr;
+    }
+
+    /// Bytes the server sent to `addr` while no path had that address.
+    pub fn server_sent_elsewhere(&self, addr: SocketAddr) -> usize {
+        self.server
+            .sent_elsewhere
+            .iter()
+            .filter(|(to, _)| *to == addr)
+            .map(|(_, len)| len)
+            .sum()
+    }
+
     /// The client says goodbye on every path ([`Engine::close`], as the daemon at
     /// shutdown).
     pub fn close_client(&mut self) {
@@ -472,9 +490,9 @@ impl Sim {
     }
 
     /// From now on, keeps a copy of every datagram the client's sockets take (see
-    /// [`Sim::client_datagrams`]).
+    /// [`Sim::client_datagrams`]); what was kept before is forgotten.
     pub fn capture_client_datagrams(&mut self) {
-        self.client.captured.get_or_insert_with(Vec::new);
+        self.client.captured = Some(Vec::new());
     }
 
     /// The datagrams the client's sockets took since [`Sim::capture_client_datagrams`],
@@ -486,10 +504,15 @@ impl Sim {
     /// `bytes` reach the server now from client path `path`'s address, as from an
     /// attacker on the path (or a copy the network made).
     pub fn inject_to_server(&mut self, path: usize, bytes: &[u8]) {
+        self.inject_to_server_from(self.wiring.client_addrs[path], bytes);
+    }
+
+    /// `bytes` reach the server now from `from`, any address.
+    pub fn inject_to_server_from(&mut self, from: SocketAddr, bytes: &[u8]) {
         let now = self.now();
         let received = Received {
             socket: 0,
-            from: self.wiring.client_addrs[path],
+            from,
             local_ip: Some(SERVER_ADDR.ip()),
         };
         self.server.read_datagram(now, received, bytes);

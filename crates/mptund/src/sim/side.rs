@@ -56,6 +56,9 @@ pub(super) struct Side<C: Core> {
     /// Every datagram the sockets took, with the socket, while a test wants them
     /// (to replay or forge one).
     pub(super) captured: Option<Vec<(usize, Vec<u8>)>>,
+    /// Datagrams sent to an address no path has (address, bytes): lost, but a test
+    /// may count what the server sent a stranger.
+    pub(super) sent_elsewhere: Vec<(SocketAddr, usize)>,
 }
 
 impl<C: Core> Side<C> {
@@ -119,6 +122,10 @@ impl<C: Core> Side<C> {
         let socket = &mut self.sockets[index];
         match socket.try_send(now, clock.elapsed(), &transmit, &contents, path, network) {
             Ok(()) => {
+                if path.is_none() {
+                    self.sent_elsewhere
+                        .push((transmit.destination, contents.len()));
+                }
                 if let Some(captured) = &mut self.captured {
                     let segment_size = transmit.segment_size.unwrap_or(contents.len()).max(1);
                     captured.extend(

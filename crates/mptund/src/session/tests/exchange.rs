@@ -18,7 +18,7 @@ fn config(delays_ms: &[u64], session: SessionSettings) -> SimConfig {
     SimConfig::new(session, paths)
 }
 
-fn established(delays_ms: &[u64], hold: Duration) -> Sim {
+pub(super) fn established(delays_ms: &[u64], hold: Duration) -> Sim {
     Sim::established(config(delays_ms, settings(hold)))
 }
 
