@@ -10,6 +10,7 @@ cargo build --release -p mptund --example flood_inits
 # The datagram modules deny unwrap, expect and unchecked indexing outside tests.
 cargo clippy -p mptund --lib -- -D warnings
 cargo test --workspace
+cargo test -p mptund --features sim --test simulated_exchange
 # Every fuzz target for a fixed number of executions from its seeds (nightly).
 scripts/fuzz-smoke.sh
 # aarch64 (most vehicle routers) under emulation, with the qemu runner from

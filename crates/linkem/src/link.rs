@@ -2,7 +2,8 @@
 //!
 //! A packet handed to [`Link::handle_packet`] goes through, in order:
 //!
-//! 1. the **outage schedule** (a packet arriving during an outage is dropped),
+//! 1. the **outage schedule** (a packet arriving during an outage is dropped), and
+//!    the run-time cut and scripted losses a simulation may set,
 //! 2. **random loss** (independent, probability from the config or the step trace),
 //! 3. **burst loss** (Gilbert-Elliott, see [`crate::loss`]),
 //! 4. a **drop-tail FIFO** bounded in bytes (the bytes of the packet being
@@ -94,6 +95,8 @@ pub enum DropCause {
     RandomLoss,
     BurstLoss,
     Outage,
+    /// Cut or told to lose it at run time ([`Link::set_cut`], [`Link::lose_next`]).
+    Scripted,
 }
 
 /// What happened to a packet handed to the link.
@@ -115,6 +118,7 @@ pub struct LinkCounters {
     pub dropped_random_loss: u64,
     pub dropped_burst_loss: u64,
     pub dropped_outage: u64,
+    pub dropped_scripted: u64,
     pub max_queue_bytes: usize,
 }
 
@@ -172,6 +176,10 @@ pub struct Link<P> {
     next_order: u64,
     last_release: Instant,
     counters: LinkCounters,
+    /// Run-time controls for simulations: drop every arrival while cut, and drop
+    /// this many of the next arrivals.
+    cut: bool,
+    losses_to_come: usize,
 }
 
 impl<P> Link<P> {
@@ -191,7 +199,39 @@ impl<P> Link<P> {
             next_order: 0,
             last_release: epoch,
             counters: LinkCounters::default(),
+            cut: false,
+            losses_to_come: 0,
         }
+    }
+
+    /// Cuts the link or mends it, from now on (a simulation pulling a cable): a
+    /// packet arriving while it is cut is dropped; what is already inside goes on.
+    pub fn set_cut(&mut self, cut: bool) {
+        self.cut = cut;
+    }
+
+    /// Changes the rate limit from now on (a simulation whose radio changes rate):
+    /// every packet still in the queue, the one being serialized included, takes the
+    /// new rate.
+    pub fn set_rate_bit_per_s(&mut self, rate_bit_per_s: Option<u64>) {
+        self.config.rate_bit_per_s = rate_bit_per_s;
+    }
+
+    /// Changes the one-way delay from now on: packets that leave the serializer
+    /// from now on take the new delay (releases stay in order unless reordering is
+    /// allowed).
+    pub fn set_delay(&mut self, delay: Duration) {
+        self.config.delay = delay;
+    }
+
+    /// Drops the next `count` packets that arrive, on top of any already due.
+    pub fn lose_next(&mut self, count: usize) {
+        self.losses_to_come += count;
+    }
+
+    /// Arrivals [`Link::lose_next`] will still drop.
+    pub fn losses_to_come(&self) -> usize {
+        self.losses_to_come
     }
 
     pub fn config(&self) -> &LinkConfig {
@@ -216,6 +256,14 @@ impl<P> Link<P> {
     pub fn handle_packet(&mut self, now: Instant, packet: P, len: usize) -> Admission<P> {
         self.advance(now);
         self.counters.received_packets += 1;
+        let scripted_loss = self.cut || self.losses_to_come > 0;
+        if scripted_loss {
+            if !self.cut {
+                self.losses_to_come -= 1;
+            }
+            self.counters.dropped_scripted += 1;
+            return Admission::Dropped(packet, DropCause::Scripted);
+        }
         let since_start = now.saturating_duration_since(self.epoch);
         if self.outage_end_covering(since_start).is_some() {
             self.counters.dropped_outage += 1;

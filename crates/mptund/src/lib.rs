@@ -20,6 +20,8 @@
 //!   tailroom, drop accounting, the MTU arithmetic.
 //! - [`config`]: the configuration file, parsed into validated types.
 //! - [`daemon`]: the I/O loop (TUN, UDP sockets, timers, signals).
+//! - `sim` (tests and the `sim` feature): a client and a server engine over
+//!   emulated links under a virtual clock.
 #![deny(unsafe_code)]
 
 pub mod buffers;
@@ -34,6 +36,8 @@ pub mod mtu;
 pub mod noise;
 pub mod replay;
 pub mod session;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 pub mod wire;
 
 /// The git commit this binary was built from (`build.rs`): nine or more hex digits,

@@ -115,6 +115,10 @@ pub struct PathReport {
     pub srtt_ms: Option<f64>,
     pub rtt_variance_ms: f64,
     pub min_rtt_ms: Option<f64>,
+    /// The newest RTT sample, and how many samples the path has taken: a reader
+    /// polling reports sees each sample (the simulator's timing tests do).
+    pub latest_rtt_ms: Option<f64>,
+    pub rtt_samples: u64,
     pub since_last_received_ms: Option<u64>,
     /// Liveness as the probe sees it: active, suspect, down, probing.
     pub liveness: String,
@@ -196,6 +200,8 @@ impl PathReport {
             srtt_ms: stats.rtt.map(ms),
             rtt_variance_ms: ms(stats.rtt_variance),
             min_rtt_ms: stats.min_rtt.map(ms),
+            latest_rtt_ms: stats.latest_rtt.map(ms),
+            rtt_samples: path.probe.rtt.samples(),
             liveness: format!("{:?}", stats.liveness).to_lowercase(),
             cwnd_bytes: stats.cwnd,
             congestion_phase: path.probe.controller().phase(),

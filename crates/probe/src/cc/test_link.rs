@@ -3,13 +3,20 @@
 //! `capacity` bytes per second with an unbounded buffer (or none: `queue_free`), and a
 //! base RTT that includes one service time.
 //!
+//! The bottleneck is a `linkem::Link`, the model the test bed's emulator runs: its
+//! rate is the capacity (none when queue-free), and its one-way delay is the rest of
+//! the round trip (the base RTT less one service time, plus the forced queuing delay
+//! and the return delay), so a datagram's acknowledgement arrives when the link
+//! releases it. Changes to [`Link`]'s fields reach the link before the next send.
+//!
 //! Each step sends what the window allows and then delivers the oldest datagram's
 //! acknowledgement (or its loss). Delivery rate samples follow delivery rate estimation
 //! (bytes delivered since the datagram was sent over the time since the delivery before
 //! it), capped at the capacity.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+use linkem::LinkConfig;
 
 use super::{AckSignals, Controller};
 use crate::rtt::RttEstimator;
@@ -71,9 +78,8 @@ pub(crate) struct Sim {
     pub rtt: RttEstimator,
     pub datagrams: u64,
     pub delivered_bytes: u64,
-    in_flight: VecDeque<InFlight>,
-    /// When the bottleneck finishes its current queue.
-    bottleneck_free: Instant,
+    /// The bottleneck and the rest of the round trip; acknowledgements come out.
+    bottleneck: linkem::Link<InFlight>,
     /// Time of the latest delivery, for rate samples (delivery rate estimation's
     /// `delivered_time`).
     delivered_time: Instant,
@@ -86,8 +92,8 @@ pub(crate) struct Sim {
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
     sent: Instant,
-    ack_at: Instant,
-    queuing_delay: Duration,
+    /// The round trip without queuing when it was sent (base RTT and return delay).
+    unqueued_rtt: Duration,
     delivered_at_send: u64,
     delivered_time_at_send: Instant,
 }
@@ -97,13 +103,12 @@ impl Sim {
     pub(crate) fn new(t0: Instant, link: Link) -> Self {
         let now = t0 + Duration::from_secs(1);
         Self {
+            bottleneck: linkem::Link::new(LinkConfig::delay_only(Duration::ZERO), now),
             link,
             now,
             rtt: RttEstimator::new(),
             datagrams: 0,
             delivered_bytes: 0,
-            in_flight: VecDeque::new(),
-            bottleneck_free: now,
             delivered_time: now,
             window_sum: 0,
             window_samples: 0,
@@ -117,8 +122,24 @@ impl Sim {
         )
     }
 
+    /// Brings the bottleneck's rate and delay in line with `link`.
+    fn configure_bottleneck(&mut self) {
+        let link = self.link;
+        let (rate, queue_delay) = if link.queue_free {
+            (None, Duration::ZERO)
+        } else {
+            (Some(link.capacity * 8), self.service_time())
+        };
+        self.bottleneck.set_rate_bit_per_s(rate);
+        // The base RTT includes the one service time the link adds itself.
+        let delay = link.base_rtt.saturating_sub(queue_delay)
+            + link.forced_queuing_delay.unwrap_or_default()
+            + link.return_delay;
+        self.bottleneck.set_delay(delay);
+    }
+
     fn window_open(&self, controller: &impl Controller) -> bool {
-        (self.in_flight.len() as u64) * MDS < controller.window()
+        (self.bottleneck.packets_inside() as u64) * MDS < controller.window()
     }
 
     /// Whether a paced sender must wait for its pacer before the next datagram.
@@ -135,6 +156,7 @@ impl Sim {
     /// Sends what the window and the pacer allow at `now`: the sender is never
     /// application-limited.
     fn send(&mut self, controller: &mut impl Controller) {
+        self.configure_bottleneck();
         while self.window_open(controller) && !self.pacer_waiting() {
             if self.link.paced {
                 if let Some(rate) = controller.pacing_rate().filter(|&rate| rate > 0) {
@@ -143,25 +165,39 @@ impl Sim {
                         self.pacer_next.max(self.now) + Duration::from_nanos(gap as u64);
                 }
             }
-            let link = self.link;
-            // The bottleneck serves one datagram per service time; a queue-free link
-            // has no backlog (whatever exceeds the rate is policed in the rate samples).
-            let start = if link.queue_free {
-                self.now
-            } else {
-                self.now.max(self.bottleneck_free)
-            };
-            self.bottleneck_free = start + self.service_time();
-            let queuing_delay = start - self.now + link.forced_queuing_delay.unwrap_or_default();
-            self.in_flight.push_back(InFlight {
+            let packet = InFlight {
                 sent: self.now,
-                ack_at: self.now + link.base_rtt + queuing_delay + link.return_delay,
-                queuing_delay,
+                unqueued_rtt: self.link.base_rtt + self.link.return_delay,
                 delivered_at_send: self.delivered_bytes,
                 delivered_time_at_send: self.delivered_time,
-            });
-            let in_flight = self.in_flight.len() as u64 * MDS;
+            };
+            // No queue limit and no loss of its own: the link takes every datagram.
+            let _ = self
+                .bottleneck
+                .handle_packet(self.now, packet, MDS as usize);
+            let in_flight = self.bottleneck.packets_inside() as u64 * MDS;
             controller.on_sent(self.now, MDS, in_flight);
+        }
+    }
+
+    /// The next acknowledgement, the pacer sending what it lets go before it arrives.
+    fn next_acknowledgement(&mut self, controller: &mut impl Controller) -> InFlight {
+        loop {
+            let next = self
+                .bottleneck
+                .poll_timeout()
+                .expect("the window is never empty");
+            // A paced sender sends whatever its pacer lets go before the next
+            // acknowledgement arrives.
+            if let Some(at) = self.pacer_blocks_until(controller).filter(|&at| at < next) {
+                self.now = at;
+                self.send(controller);
+                continue;
+            }
+            self.now = self.now.max(next);
+            if let Some(packet) = self.bottleneck.poll_release(self.now) {
+                return packet;
+            }
         }
     }
 
@@ -169,20 +205,7 @@ impl Sim {
     /// (or loss).
     pub(crate) fn step(&mut self, controller: &mut impl Controller) {
         self.send(controller);
-        // A paced sender sends whatever its pacer lets go before the next
-        // acknowledgement arrives.
-        while let Some(at) = self.pacer_blocks_until(controller) {
-            if self.in_flight.front().is_some_and(|next| next.ack_at <= at) {
-                break;
-            }
-            self.now = at;
-            self.send(controller);
-        }
-        let packet = self
-            .in_flight
-            .pop_front()
-            .expect("the window is never empty");
-        self.now = self.now.max(packet.ack_at);
+        let packet = self.next_acknowledgement(controller);
         self.datagrams += 1;
         self.window_sum += u128::from(controller.window());
         self.window_samples += 1;
@@ -202,14 +225,15 @@ impl Sim {
             let bytes = u128::from(self.delivered_bytes - packet.delivered_at_send);
             ((bytes * NANOS_PER_SECOND / interval.as_nanos()) as u64).min(self.link.capacity)
         });
-        self.rtt.on_sample(self.now - packet.sent);
+        let rtt = self.now - packet.sent;
+        self.rtt.on_sample(rtt);
         let signals = AckSignals {
             delivery_rate,
             app_limited: false,
             queuing_delay: self
                 .link
                 .report_queuing_delay
-                .then_some(packet.queuing_delay),
+                .then(|| rtt.saturating_sub(packet.unqueued_rtt)),
             jitter: self.link.jitter,
         };
         controller.on_ack(self.now, packet.sent, MDS, &self.rtt, &signals);

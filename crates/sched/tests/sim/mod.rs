@@ -2,18 +2,21 @@
 //! for measuring what a scheduler does to packet order.
 //!
 //! Time is simulated (a `Duration` since the start, turned into an `Instant`
-//! only to call the scheduler, which never reads the clock). Each path is:
+//! only to call the scheduler and the links, which never read the clock). Each
+//! path is:
 //!
 //! - a FIFO bottleneck of fixed rate with an unbounded queue (the window below
-//!   bounds it, so nothing is dropped),
-//! - a fixed one-way delay after the bottleneck, and the same delay for the
-//!   acknowledgement coming back (no queue on the return path),
+//!   bounds it, so nothing is dropped) and a fixed one-way delay after it: a
+//!   `linkem::Link`, the model the test bed's emulator runs,
+//! - the same delay for the acknowledgement coming back (no queue on the return
+//!   path),
 //! - a congestion-window-like cap on the bytes in flight, set to the
 //!   bandwidth-delay product plus `queue_budget` worth of bottleneck queue:
 //!   what a loss-based controller settles at over a buffer of that depth.
 //!
 //! A path may also lose every `loss_every`-th packet it carries, at random as
-//! far as the sender can tell (radio loss): the packet never arrives, its
+//! far as the sender can tell (radio loss after the bottleneck): the packet
+//! occupies the bottleneck but never reaches the receiver, its
 //! window space comes back when its acknowledgement would have, and the sender
 //! then sends it again, first in line, on the path that delivers it first
 //! ([`Repairs`]).
@@ -39,6 +42,8 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
+
+use linkem::{Link, LinkConfig};
 
 use mptund_sched::{
     repair_route, PacketClass, PacketInfo, PathId, PathState, PathView, Pick, RepairRoute,
@@ -111,15 +116,25 @@ impl PathConfig {
     }
 }
 
-#[derive(Debug)]
+/// A packet on a path's link.
+#[derive(Debug, Clone, Copy)]
+struct OnLink {
+    seq: usize,
+    len: u64,
+    lost: bool,
+}
+
 struct PathModel {
     id: PathId,
     config: PathConfig,
-    /// When the bottleneck finishes the last packet handed to it.
-    link_free_at: Duration,
-    /// Each packet in flight in send order: acknowledgement (or loss detection)
-    /// time, size, and the sequence number if the packet is lost.
-    in_flight: VecDeque<(Duration, u64, Option<usize>)>,
+    /// The bottleneck and the one-way delay after it.
+    link: Link<OnLink>,
+    epoch: Instant,
+    /// Each packet that reached the far end (or was lost there), in arrival order:
+    /// acknowledgement (or loss detection) time, size, and the sequence number if
+    /// the packet is lost.
+    returning: VecDeque<(Duration, u64, Option<usize>)>,
+    /// Bytes sent and not yet acknowledged or found lost.
     bytes_in_flight: u64,
     /// Packets the path has carried.
     sent: u64,
@@ -128,16 +143,32 @@ struct PathModel {
 }
 
 impl PathModel {
-    fn queue_delay(&self, now: Duration) -> Duration {
-        self.link_free_at.saturating_sub(now)
+    fn new(id: PathId, config: PathConfig, epoch: Instant) -> Self {
+        let link =
+            LinkConfig::delay_only(config.one_way_delay).with_rate_bit_per_s(config.rate_bps);
+        Self {
+            id,
+            config,
+            link: Link::new(link, epoch),
+            epoch,
+            returning: VecDeque::new(),
+            bytes_in_flight: 0,
+            sent: 0,
+            acked: VecDeque::new(),
+        }
     }
 
-    fn view(&self, now: Duration) -> PathView {
+    /// How long the bottleneck needs for what waits in it.
+    fn queue_delay(&self) -> Duration {
+        self.config.transmit_time(self.link.queued_bytes() as u64)
+    }
+
+    fn view(&self) -> PathView {
         let mut view = PathView::new(self.id, PathState::Up);
         let base_rtt = 2 * self.config.one_way_delay;
         view.one_way_delay = Some(self.config.one_way_delay);
         view.min_rtt = Some(base_rtt);
-        view.srtt = Some(base_rtt + self.queue_delay(now));
+        view.srtt = Some(base_rtt + self.queue_delay());
         view.cwnd_bytes = Some(self.config.cwnd_bytes());
         view.bytes_in_flight = self.bytes_in_flight;
         if self.config.rate_measured {
@@ -167,24 +198,41 @@ impl PathModel {
         }
     }
 
-    /// Sends packet `seq` of `len` bytes at `now`; returns when it reaches the
-    /// receiver, or `None` when the path loses it.
-    fn send(&mut self, now: Duration, len: u64, seq: usize) -> Option<Duration> {
-        let start = self.link_free_at.max(now);
-        self.link_free_at = start + self.config.transmit_time(len);
-        let arrival = self.link_free_at + self.config.one_way_delay;
+    /// Hands packet `seq` of `len` bytes to the link at `now`.
+    fn send(&mut self, now: Duration, len: u64, seq: usize) {
         self.sent += 1;
         let lost = self
             .config
             .loss_every
             .is_some_and(|every| self.sent % every == 0);
-        self.in_flight.push_back((
-            arrival + self.config.one_way_delay,
-            len,
-            lost.then_some(seq),
-        ));
+        let packet = OnLink { seq, len, lost };
+        // The link has no queue limit and no loss of its own: it takes everything.
+        let _ = self
+            .link
+            .handle_packet(self.epoch + now, packet, len as usize);
         self.bytes_in_flight += len;
-        (!lost).then_some(arrival)
+    }
+
+    /// The packets that reach the far end by `now`, not lost on the way; each one's
+    /// acknowledgement (or, if lost, its detection) starts back.
+    fn arrivals(&mut self, now: Duration) -> Vec<usize> {
+        let mut arrived = Vec::new();
+        while let Some(packet) = self.link.poll_release(self.epoch + now) {
+            let ack_at = now + self.config.one_way_delay;
+            self.returning
+                .push_back((ack_at, packet.len, packet.lost.then_some(packet.seq)));
+            if !packet.lost {
+                arrived.push(packet.seq);
+            }
+        }
+        arrived
+    }
+
+    /// When the link next releases a packet or moves one off its bottleneck.
+    fn next_link_event(&self) -> Option<Duration> {
+        self.link
+            .poll_timeout()
+            .map(|at| at.saturating_duration_since(self.epoch))
     }
 }
 
@@ -315,15 +363,7 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
         .paths
         .iter()
         .enumerate()
-        .map(|(index, &config)| PathModel {
-            id: PathId(index as u8),
-            config,
-            link_free_at: Duration::ZERO,
-            in_flight: VecDeque::new(),
-            bytes_in_flight: 0,
-            sent: 0,
-            acked: VecDeque::new(),
-        })
+        .map(|(index, &config)| PathModel::new(PathId(index as u8), config, epoch))
         .collect();
     // Lost packets waiting to be sent again, oldest first.
     let mut resend: VecDeque<usize> = VecDeque::new();
@@ -338,14 +378,25 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
     let mut duplicates = 0u64;
     let mut views: Vec<PathView> = Vec::with_capacity(paths.len());
     let mut now = Duration::ZERO;
+    // The sender acts at the start, at each acknowledgement and at each newly
+    // offered packet; the links' own events (a packet arriving) only move packets.
+    let mut sender_acts = true;
 
     while now < scenario.duration {
         for path in &mut paths {
-            while let Some(&(ack_at, bytes, lost)) = path.in_flight.front() {
+            for seq in path.arrivals(now) {
+                match &mut first_arrival[seq] {
+                    Some(_) => duplicates += 1,
+                    slot => *slot = Some(now),
+                }
+            }
+        }
+        for path in &mut paths {
+            while let Some(&(ack_at, bytes, lost)) = path.returning.front() {
                 if ack_at > now {
                     break;
                 }
-                path.in_flight.pop_front();
+                path.returning.pop_front();
                 path.bytes_in_flight -= bytes;
                 match lost {
                     Some(seq) => {
@@ -360,9 +411,12 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
             }
         }
         for _ in 0..MAX_PICKS_PER_EVENT {
+            if !sender_acts {
+                break;
+            }
             let new_offered = scenario.offered_by(now) > first_arrival.len();
             views.clear();
-            views.extend(paths.iter().map(|path| path.view(now)));
+            views.extend(paths.iter().map(PathModel::view));
             // (what to send, whether it is the first repair in line)
             let (pick, repairing) = match (resend.front(), repairs) {
                 (Some(_), Repairs::FirstArrival) => {
@@ -397,29 +451,15 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
                     first_arrival.len() - 1
                 }
             };
-            let mut send_on = |id: PathId, first_arrival: &mut Vec<Option<Duration>>| {
-                let Some(arrival) = paths[usize::from(id.0)].send(now, len, seq) else {
-                    return;
-                };
-                let slot = &mut first_arrival[seq];
-                match slot {
-                    Some(earlier) if *earlier <= arrival => duplicates += 1,
-                    Some(earlier) => {
-                        *earlier = arrival;
-                        duplicates += 1;
-                    }
-                    None => *slot = Some(arrival),
-                }
-            };
             match pick {
                 Pick::Hold => break,
                 Pick::One(id) => {
-                    send_on(id, &mut first_arrival);
+                    paths[usize::from(id.0)].send(now, len, seq);
                     scheduler.on_sent(epoch + now, id, scenario.packet_len);
                 }
                 Pick::Many(set) => {
                     for id in set {
-                        send_on(id, &mut first_arrival);
+                        paths[usize::from(id.0)].send(now, len, seq);
                         scheduler.on_sent(epoch + now, id, scenario.packet_len);
                     }
                 }
@@ -427,15 +467,29 @@ pub fn run_with(scheduler: &mut impl Scheduler, scenario: &Scenario, repairs: Re
         }
         let next_ack = paths
             .iter()
-            .filter_map(|path| path.in_flight.front().map(|&(ack_at, _, _)| ack_at))
+            .filter_map(|path| path.returning.front().map(|&(ack_at, _, _)| ack_at))
             .min();
         let next_offer = scenario
             .offered_at(first_arrival.len())
             .filter(|&at| at > now);
-        now = match (next_ack, next_offer) {
-            (Some(ack), Some(offer)) => ack.min(offer),
-            (ack, offer) => ack.or(offer).unwrap_or(now + Duration::from_millis(1)),
-        };
+        let next_link_event = paths.iter().filter_map(PathModel::next_link_event).min();
+        let next_sender_event = match (next_ack, next_offer) {
+            (Some(ack), Some(offer)) => Some(ack.min(offer)),
+            (ack, offer) => ack.or(offer),
+        }
+        // With nothing on the way, the sender looks again a millisecond later.
+        .or_else(|| {
+            next_link_event
+                .is_none()
+                .then(|| now + Duration::from_millis(1))
+        });
+        let next = [next_sender_event, next_link_event]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now + Duration::from_millis(1));
+        sender_acts = next_sender_event == Some(next);
+        now = next;
     }
 
     let mut report = measure(scheduler.name(), &first_arrival, duplicates, scenario);

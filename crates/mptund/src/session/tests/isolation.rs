@@ -231,3 +231,14 @@ fn a_session_holding_gaps_open_keeps_within_its_memory_share() {
         net.server_received.len()
     );
 }
+
+impl Net {
+    /// Bytes the server sent to `address`, where no client path is.
+    fn sent_to(&self, address: SocketAddr) -> usize {
+        self.sent_elsewhere
+            .iter()
+            .filter(|(to, _)| *to == address)
+            .map(|(_, len)| len)
+            .sum()
+    }
+}

@@ -1,8 +1,12 @@
 //! Key renewal and expiry, handshake timestamps, and when a new handshake may
 //! replace a live session.
 
+use super::exchange::{
+    client_sends, established_with, last_data_datagram, reconnects_and_delivers, tags,
+};
 use super::*;
 use crate::crypto::KeyLifetime;
+use crate::sim::Sim;
 use crate::wire::{PacketType, HANDSHAKE_RESPONSE_LEN};
 
 const SECOND: u64 = 1_000_000_000;
@@ -29,39 +33,47 @@ impl Net {
         self.run_for(Duration::ZERO);
     }
 
-    fn renewals(&self) -> (u64, u64) {
-        let client = self.client.report(self.now).sessions[0].key_renewals;
-        let server = self.server.report(self.now).sessions[0].key_renewals;
-        (client, server)
-    }
-
     fn tags(received: &[Vec<u8>]) -> Vec<u32> {
         received.iter().map(|packet| tag_of(packet)).collect()
     }
 }
 
+/// Key renewals so far: (client, server).
+fn renewals(sim: &Sim) -> (u64, u64) {
+    let client = sim.client_report().sessions[0].key_renewals;
+    let server = sim.server_report().sessions[0].key_renewals;
+    (client, server)
+}
+
+/// The client's session id and the server's id of its session.
+fn session_id(sim: &Sim) -> (SessionId, u32) {
+    let server = sim.server_report().sessions[0].local_id;
+    let client = sim.client().core().session_id().expect("a session");
+    (client, server)
+}
+
 #[test]
 fn a_stream_both_ways_crosses_five_key_renewals_on_paths_50_ms_apart() {
-    let mut net = Net::established_with(&[10, 60], short_lived_keys());
-    let session = net.session_id();
+    let mut sim = established_with(&[10, 60], short_lived_keys());
+    let session = session_id(&sim);
     // 12 s of packets every 10 ms each way.
-    let tags = 0..1200;
-    for tag in tags.clone() {
-        net.client_sends(tag, 1000);
-        net.server_sends(tag, CLIENT_INNER);
-        net.run_for(Duration::from_millis(10));
+    let sent = 0..1200;
+    for tag in sent.clone() {
+        client_sends(&mut sim, tag, 1000);
+        sim.server_sends(&inner_packet(SERVER_INNER, CLIENT_INNER, tag, 100));
+        sim.run_for(Duration::from_millis(10));
     }
-    net.run_for(Duration::from_secs(1));
-    let expected: Vec<u32> = tags.collect();
-    assert_eq!(Net::tags(&net.server_received), expected);
-    assert_eq!(Net::tags(&net.client_received), expected);
-    let (client, server) = net.renewals();
+    sim.run_for(Duration::from_secs(1));
+    let expected: Vec<u32> = sent.collect();
+    assert_eq!(tags(sim.server_tun()), expected);
+    assert_eq!(tags(sim.client_tun()), expected);
+    let (client, server) = renewals(&sim);
     assert!(
         client >= 5 && server >= 5,
         "renewals: client {client}, server {server}"
     );
-    assert_eq!(net.session_id(), session, "renewal keeps the session");
-    for drops in [net.client.drops(), net.server.drops()] {
+    assert_eq!(session_id(&sim), session, "renewal keeps the session");
+    for drops in [sim.client().core().drops(), sim.server().core().drops()] {
         for reason in [
             DropReason::StaleKey,
             DropReason::AuthenticationFailed,
@@ -75,44 +87,45 @@ fn a_stream_both_ways_crosses_five_key_renewals_on_paths_50_ms_apart() {
 
 #[test]
 fn nothing_is_accepted_under_keys_older_than_the_reject_time() {
-    let mut net = Net::established_with(&[10, 10], short_lived_keys());
-    net.client_sends(1, 200);
-    net.run_for(Duration::from_millis(50));
-    let (path, old) = net
-        .captured
-        .iter()
-        .rev()
-        .find(|(_, bytes)| bytes[0] == PacketType::Data as u8)
-        .cloned()
-        .unwrap();
-    net.run_for(Duration::from_secs(4));
-    assert!(net.renewals().1 >= 1);
+    let mut sim = established_with(&[10, 10], short_lived_keys());
+    sim.capture_client_datagrams();
+    client_sends(&mut sim, 1, 200);
+    sim.run_for(Duration::from_millis(50));
+    let (path, old) = last_data_datagram(&sim);
+    assert_eq!(old[0], PacketType::Data as u8);
+    sim.run_for(Duration::from_secs(4));
+    assert!(renewals(&sim).1 >= 1);
     // A fresh counter would pass the replay window; the keys' age does not.
     let mut late = old;
     late[8..16].copy_from_slice(&1_000u64.to_be_bytes());
-    net.inject_to_server(path, late);
-    let drops = net.server.drops();
+    sim.inject_to_server(path, &late);
+    let drops = sim.server().core().drops();
     assert_eq!(
         drops.get(DropReason::StaleKey) + drops.get(DropReason::UnknownSession),
         1
     );
-    assert_eq!(net.server_received.len(), 1);
+    assert_eq!(sim.server_tun().len(), 1);
 }
 
 #[test]
 fn a_client_whose_renewals_fail_drops_its_keys_at_the_reject_time_and_starts_over() {
-    let mut net = Net::established_with(&[10, 10], short_lived_keys());
+    let mut sim = established_with(&[10, 10], short_lived_keys());
     // Established within the first 100 ms; 500 ms have passed.
-    net.cut = vec![true, true];
-    net.run_for(Duration::from_millis(2_000));
+    sim.cut_path(0, true);
+    sim.cut_path(1, true);
+    sim.run_for(Duration::from_millis(2_000));
     assert!(
-        net.client.is_established(),
+        sim.client().core().is_established(),
         "keys are still in their lifetime"
     );
-    net.run_for(Duration::from_millis(1_000));
-    assert!(!net.client.is_established(), "keys past the reject time");
-    net.cut = vec![false, false];
-    net.reconnects_and_delivers(9);
+    sim.run_for(Duration::from_millis(1_000));
+    assert!(
+        !sim.client().core().is_established(),
+        "keys past the reject time"
+    );
+    sim.cut_path(0, false);
+    sim.cut_path(1, false);
+    reconnects_and_delivers(&mut sim, 9);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::session::SendQueueConfig;
+use crate::sim::{PathConfig, Sim, SimConfig};
 
 /// An IPv4 TCP segment from the server's inner address to the client's, carrying
 /// `SEGMENT` bytes from sequence number `seq`.
@@ -29,27 +30,22 @@ fn seq_of(packet: &[u8]) -> u32 {
 
 pub(super) const SEGMENT: u32 = 1000;
 
-impl Net {
-    fn server_sends_segment(&mut self, seq: u32) {
-        self.server_sends_inner(&tcp_segment(seq));
-    }
-}
-
-/// One 20 ms path with the send queue `configure` leaves, a second after setup.
-pub(super) fn one_path_with(configure: impl FnOnce(&mut SendQueueConfig)) -> Net {
+/// One 20 ms path (on the simulator) with the send queue `configure` leaves, a
+/// second after setup.
+pub(super) fn one_path_with(configure: impl FnOnce(&mut SendQueueConfig)) -> Sim {
     let mut session = super::super::testing::session_settings(
         SchedulerChoice::EarliestArrival(Default::default()),
         Duration::from_millis(200),
         MTU,
     );
     configure(&mut session.send_queue);
-    let mut net = Net::established_with(&[20], session);
-    net.run_for(Duration::from_secs(1));
-    net
+    let mut sim = Sim::established(SimConfig::new(session, vec![PathConfig::delay_ms(20)]));
+    sim.run_for(Duration::from_secs(1));
+    sim
 }
 
 /// One 20 ms path whose send queue drops what waited 30 ms; CoDel stays out of it.
-fn one_path() -> Net {
+fn one_path() -> Sim {
     one_path_with(|send_queue| {
         send_queue.max_sojourn = Duration::from_millis(30);
         send_queue.codel.target = Duration::from_secs(5);
@@ -57,21 +53,25 @@ fn one_path() -> Net {
 }
 
 /// Sends segments 0..60 at once, then segment 5 again: it waits behind the queued bulk.
-fn burst_then_retransmission(net: &mut Net) {
+fn burst_then_retransmission(sim: &mut Sim) {
     for index in 0..60 {
-        net.server_sends_segment(index * SEGMENT);
+        sim.server_sends(&tcp_segment(index * SEGMENT));
     }
-    net.server_sends_segment(5 * SEGMENT);
-    net.run_for(Duration::from_secs(2));
+    sim.server_sends(&tcp_segment(5 * SEGMENT));
+    sim.run_for(Duration::from_secs(2));
 }
 
 #[test]
 fn the_sojourn_limit_spares_a_retransmission_and_it_keeps_its_place() {
-    let mut net = one_path();
-    burst_then_retransmission(&mut net);
-    let sojourn_drops = net.server.drops().get(DropReason::SendQueueSojourn);
+    let mut sim = one_path();
+    burst_then_retransmission(&mut sim);
+    let sojourn_drops = sim
+        .server()
+        .core()
+        .drops()
+        .get(DropReason::SendQueueSojourn);
     assert!(sojourn_drops > 0, "bulk that waited as long was dropped");
-    let seqs: Vec<u32> = net.client_received.iter().map(|p| seq_of(p)).collect();
+    let seqs: Vec<u32> = sim.client_tun().iter().map(|p| seq_of(&p.bytes)).collect();
     assert_eq!(
         seqs.iter().filter(|&&seq| seq == 5 * SEGMENT).count(),
         2,

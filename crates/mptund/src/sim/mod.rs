@@ -1,0 +1,751 @@
+//! A deterministic simulator of a client and a server talking over emulated paths,
+//! driven the way the daemon's event loop drives them.
+//!
+//! The cores run inside [`Engine`]s and are reached only through the engine's
+//! public methods (`handle_tun_packet`, `handle_datagram`, `flush_acks`,
+//! `handle_timeout`, `poll_timeout`, `poll_transmit`, `has_transmit`,
+//! `on_socket_full`, `on_send_failed`, `set_socket_open`, `poll_tun_packet`,
+//! `report`), so what the engine keeps per socket (blocked sockets, GSO runs) runs
+//! here as it does in the daemon, and a change inside the session does not change
+//! the simulator.
+//!
+//! Each side's sockets are modelled as the kernel's are. A send is one GSO run from
+//! [`Engine::poll_transmit`], split into its segments. It enters the socket's send
+//! buffer whole or not at all: a full buffer (as Linux, one with room for a byte
+//! takes a send of any size), or a socket blocked by the test for an interval,
+//! answers `WouldBlock`; the loop then holds that send, already polled, until the
+//! socket is writable (half the buffer free, as Linux's `sock_writeable`), and the
+//! engine hears [`Engine::on_socket_full`], as in `daemon/mod.rs`
+//! (`send_waiting`, `send_unsent`). The buffer drains into the path at the
+//! interface's rate, or at once, and pauses while the socket is blocked. The paths
+//! are linkem's [`Link`](linkem::Link) model, one per direction, the same model the
+//! test bed's emulator runs: rate, delay, jitter and reordering, a drop-tail queue,
+//! random loss, outages, and the run-time cut and scripted losses tests use to lose
+//! a given datagram.
+//!
+//! Tests may also act as an on-path attacker (capture the client's datagrams,
+//! inject bytes at the server), restart the server, and reach a core for what the
+//! daemon's reload does; reading state goes through [`Engine::report`] and the
+//! engines' cores.
+//!
+//! Time is virtual ([`linkem::sim::Clock`]): a run takes microseconds per simulated
+//! second, and the same [`SimConfig`] (seed included) gives the same deliveries at
+//! the same offsets on every run. The keys and the client's handshake jitter are
+//! drawn from the seed too.
+//!
+//! The module is compiled for this crate's tests and, with the `sim` feature, for
+//! integration tests and benchmarks (`cargo test --features sim`,
+//! `tests/simulated_exchange.rs`); a daemon build neither compiles it nor links
+//! linkem. A `#[cfg(test)]` module would be out of reach of integration tests, and
+//! a separate crate depending on mptund would hand this crate's unit tests a second
+//! copy of its types.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use linkem::rng::SeededRng;
+use linkem::sim::{Clock, EventQueue, Network};
+use linkem::{Admission, LinkConfig, LinkCounters};
+
+use crate::keys::{PrivateKey, PublicKey, KEY_LEN};
+
+mod side;
+mod socket;
+
+use crate::session::testing::{client_settings, pool, server_settings};
+use crate::session::{
+    ClientCore, Engine, Received, Report, ServerCore, ServerSettings, SessionSettings,
+};
+use side::{Side, Wiring};
+use socket::{Datagram, SimSocket};
+pub use socket::{SocketConfig, SocketStats, DEFAULT_SEND_BUFFER_BYTES};
+
+/// The server's outer address.
+pub const SERVER_ADDR: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
+
+/// The client's inner (tunnel) address; the server allows it alone.
+pub const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
+
+/// The server side's inner address.
+pub const SERVER_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 1);
+
+/// The outer address client path `path` sends from.
+pub fn client_addr(path: usize) -> SocketAddr {
+    SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(198, 18, path as u8 + 1, 2)),
+        40000 + path as u16,
+    )
+}
+
+/// The client's wall clock at the start of a run (its handshakes carry it), in UNIX
+/// nanoseconds: any fixed value will do.
+const WALL_CLOCK_START_NANOS: u64 = 1_700_000_000_000_000_000;
+
+/// Wake-ups at one instant with no datagram arriving after which a run fails: a
+/// core that keeps asking to be woken now without progress would spin the daemon.
+const MAX_WAKEUPS_AT_ONE_INSTANT: u32 = 1000;
+
+/// One client path: its socket and a link per direction.
+#[derive(Debug, Clone)]
+pub struct PathConfig {
+    /// Client to server.
+    pub up: LinkConfig,
+    /// Server to client.
+    pub down: LinkConfig,
+    pub socket: SocketConfig,
+}
+
+impl PathConfig {
+    /// The same link both ways and a default socket.
+    pub fn symmetric(link: LinkConfig) -> Self {
+        Self {
+            up: link.clone(),
+            down: link,
+            socket: SocketConfig::default(),
+        }
+    }
+
+    /// Links that only delay, `delay_ms` each way.
+    pub fn delay_ms(delay_ms: u64) -> Self {
+        Self::symmetric(LinkConfig::delay_only(Duration::from_millis(delay_ms)))
+    }
+}
+
+/// Everything a run depends on.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Seeds the links' loss and jitter, the keys and the client's handshake jitter.
+    pub seed: u64,
+    /// Both ends' session settings.
+    pub session: SessionSettings,
+    pub paths: Vec<PathConfig>,
+    /// The server's one socket, which every path's replies leave from.
+    pub server_socket: SocketConfig,
+}
+
+impl SimConfig {
+    pub fn new(session: SessionSettings, paths: Vec<PathConfig>) -> Self {
+        Self {
+            seed: 1,
+            session,
+            paths,
+            server_socket: SocketConfig::default(),
+        }
+    }
+}
+
+/// An inner packet written to a TUN, and when (from the start of the run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub at: Duration,
+    pub bytes: Vec<u8>,
+}
+
+/// An RTT sample a path took, as its report showed it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RttSample {
+    /// When, from the start of the run.
+    pub at: Duration,
+    /// The path's index among the client's paths.
+    pub path: usize,
+    pub rtt: Duration,
+}
+
+/// What a link of the network stands for.
+#[derive(Debug, Clone, Copy)]
+enum Hop {
+    /// A client socket's send buffer, draining into its path's `Up` link.
+    ClientSocket(usize),
+    /// The server socket's send buffer, draining into the `Down` link of each
+    /// datagram's path.
+    ServerSocket,
+    Up(usize),
+    Down(usize),
+}
+
+enum Event {
+    ClientTun(Vec<u8>),
+    ServerTun(Vec<u8>),
+}
+
+/// A client and a server engine over emulated paths under a virtual clock.
+pub struct Sim {
+    clock: Clock,
+    network: Network<Datagram>,
+    /// What each link of `network` stands for, by its index.
+    hops: Vec<Hop>,
+    wiring: Wiring,
+    client: Side<ClientCore>,
+    server: Side<ServerCore>,
+    events: EventQueue<Event>,
+    /// The client's wall clock, in UNIX nanoseconds, moved with the virtual one.
+    wall: Arc<AtomicU64>,
+    /// What a restarted server is built from.
+    server_key: PrivateKey,
+    client_public: PublicKey,
+    session: SessionSettings,
+    /// Per client path: RTT samples seen so far, while samples are tracked.
+    rtt_samples_seen: Option<Vec<u64>>,
+    rtt_samples: Vec<RttSample>,
+}
+
+impl Sim {
+    pub fn new(config: SimConfig) -> Self {
+        let base = Instant::now();
+        let clock = Clock::new(base);
+        let mut seeds = SeededRng::new(config.seed);
+        let mut key = || {
+            let mut bytes = [0u8; KEY_LEN];
+            for chunk in bytes.chunks_mut(8) {
+                chunk.copy_from_slice(&seeds.next_u64().to_le_bytes()[..chunk.len()]);
+            }
+            PrivateKey::from_bytes(bytes)
+        };
+        let client_key = key();
+        let server_key = key();
+        let mut handshake_jitter = SeededRng::new(seeds.next_u64());
+        let mut network = Network::new(base, seeds.next_u64());
+        // `hops[i]` says what link `LinkId(i)` stands for: push one per link added.
+        let mut hops = Vec::new();
+        let mut client_sockets = Vec::new();
+        let (mut up, mut down) = (Vec::new(), Vec::new());
+        for (index, path) in config.paths.iter().enumerate() {
+            client_sockets.push(SimSocket::new(path.socket.clone(), &mut network));
+            hops.push(Hop::ClientSocket(index));
+            up.push(network.add_link(path.up.clone()));
+            hops.push(Hop::Up(index));
+            down.push(network.add_link(path.down.clone()));
+            hops.push(Hop::Down(index));
+        }
+        let server_socket = SimSocket::new(config.server_socket.clone(), &mut network);
+        hops.push(Hop::ServerSocket);
+
+        let wall = Arc::new(AtomicU64::new(WALL_CLOCK_START_NANOS));
+        let client_wall = wall.clone();
+        let client_core = ClientCore::new(
+            base,
+            Box::new(move || client_wall.load(Ordering::Relaxed)),
+            client_settings(
+                client_key.clone(),
+                server_key.public_key(),
+                SERVER_ADDR,
+                config.paths.len(),
+                config.session.clone(),
+            ),
+            pool(config.session.max_inner_len),
+        )
+        .with_random_source(Box::new(move || (handshake_jitter.next_u64() >> 32) as u32));
+        let server_core = ServerCore::new(
+            server_settings(
+                server_key.clone(),
+                client_key.public_key(),
+                IpAddr::V4(CLIENT_INNER),
+                config.session.clone(),
+            ),
+            pool(config.session.max_inner_len),
+        );
+        let mut client = Side {
+            engine: Engine::new(client_core),
+            sockets: client_sockets,
+            tun: Vec::new(),
+            is_server: false,
+            captured: None,
+            sent_elsewhere: Vec::new(),
+        };
+        for index in 0..config.paths.len() {
+            client.engine.set_socket_open(base, index, true);
+        }
+        Self {
+            clock,
+            network,
+            hops,
+            wiring: Wiring {
+                client_addrs: (0..config.paths.len()).map(client_addr).collect(),
+                up,
+                down,
+            },
+            client,
+            server: Side {
+                engine: Engine::new(server_core),
+                sockets: vec![server_socket],
+                tun: Vec::new(),
+                is_server: true,
+                captured: None,
+                sent_elsewhere: Vec::new(),
+            },
+            events: EventQueue::default(),
+            wall,
+            rtt_samples_seen: None,
+            rtt_samples: Vec::new(),
+            server_key,
+            client_public: client_key.public_key(),
+            session: config.session,
+        }
+    }
+
+    /// The server process restarts: the same key and peer, no sessions, nothing
+    /// remembered; `change` may alter its settings first (another peer list).
+    pub fn restart_server_with(&mut self, change: impl FnOnce(&mut ServerSettings)) {
+        let mut settings = server_settings(
+            self.server_key.clone(),
+            self.client_public,
+            IpAddr::V4(CLIENT_INNER),
+            self.session.clone(),
+        );
+        change(&mut settings);
+        let core = ServerCore::new(settings, pool(self.session.max_inner_len));
+        self.server.engine = Engine::new(core);
+        for socket in &mut self.server.sockets {
+            socket.unsent = None;
+        }
+    }
+
+    /// The server's public key, as a client (or an attacker) knows it.
+    pub fn server_public_key(&self) -> PublicKey {
+        self.server_key.public_key()
+    }
+
+    pub fn restart_server(&mut self) {
+        self.restart_server_with(|_| {});
+    }
+
+    /// The client's engine, for what the daemon's reload does to the core.
+    pub fn client_mut(&mut self) -> &mut Engine<ClientCore> {
+        &mut self.client.engine
+    }
+
+    /// The server's engine, for what the daemon's reload does to the core.
+    pub fn server_mut(&mut self) -> &mut Engine<ServerCore> {
+        &mut self.server.engine
+    }
+
+    /// A simulator whose client finished its handshake (within 500 ms).
+    pub fn established(config: SimConfig) -> Self {
+        let mut sim = Self::new(config);
+        sim.run_for(Duration::from_millis(500));
+        assert!(
+            sim.client().core().is_established(),
+            "handshake did not complete"
+        );
+        assert_eq!(sim.server().core().session_count(), 1);
+        sim
+    }
+
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Simulated time since the start.
+    pub fn elapsed(&self) -> Duration {
+        self.clock.elapsed()
+    }
+
+    pub fn client(&self) -> &Engine<ClientCore> {
+        &self.client.engine
+    }
+
+    pub fn server(&self) -> &Engine<ServerCore> {
+        &self.server.engine
+    }
+
+    pub fn client_report(&self) -> Report {
+        self.client.engine.report(self.now())
+    }
+
+    pub fn server_report(&self) -> Report {
+        self.server.engine.report(self.now())
+    }
+
+    /// Inner packets the server wrote to its TUN, in order.
+    pub fn server_tun(&self) -> &[Delivery] {
+        &self.server.tun
+    }
+
+    /// Inner packets the client wrote to its TUN, in order.
+    pub fn client_tun(&self) -> &[Delivery] {
+        &self.client.tun
+    }
+
+    pub fn client_socket_stats(&self, path: usize) -> SocketStats {
+        self.client.sockets[path].stats
+    }
+
+    pub fn server_socket_stats(&self) -> SocketStats {
+        self.server.sockets[0].stats
+    }
+
+    /// The counters of path `path`'s link client to server (`up`) or back.
+    pub fn link_counters(&self, path: usize, up: bool) -> LinkCounters {
+        let id = if up {
+            self.wiring.up[path]
+        } else {
+            self.wiring.down[path]
+        };
+        self.network
+            .link(id)
+            .map(|link| *link.counters())
+            .unwrap_or_default()
+    }
+
+    /// The client's TUN hands it `bytes` now.
+    pub fn client_sends(&mut self, bytes: &[u8]) {
+        let now = self.now();
+        self.client.read_tun(now, bytes);
+        self.settle();
+    }
+
+    /// The server's TUN hands it `bytes` now.
+    pub fn server_sends(&mut self, bytes: &[u8]) {
+        let now = self.now();
+        self.server.read_tun(now, bytes);
+        self.settle();
+    }
+
+    /// The client's TUN will hand it `bytes` `after` from now.
+    pub fn schedule_client_send(&mut self, after: Duration, bytes: Vec<u8>) {
+        self.events
+            .push(self.now() + after, Event::ClientTun(bytes));
+    }
+
+    /// The server's TUN will hand it `bytes` `after` from now.
+    pub fn schedule_server_send(&mut self, after: Duration, bytes: Vec<u8>) {
+        self.events
+            .push(self.now() + after, Event::ServerTun(bytes));
+    }
+
+    /// Opens or closes client path `path`'s socket, as the daemon does when its
+    /// interface goes or comes back.
+    pub fn set_client_socket_open(&mut self, path: usize, open: bool) {
+        let now = self.now();
+        let socket = &mut self.client.sockets[path];
+        socket.open = open;
+        if !open {
+            if let Some((transmit, _)) = socket.unsent.take() {
+                let error =
+                    std::io::Error::new(std::io::ErrorKind::NotConnected, "path socket closed");
+                self.client.engine.on_send_failed(now, &transmit, &error);
+            }
+        }
+        self.client.engine.set_socket_open(now, path, open);
+        self.settle();
+    }
+
+    /// Cuts client path `path` both ways, or mends it: datagrams sent while it is
+    /// cut are lost, those already on it arrive.
+    pub fn cut_path(&mut self, path: usize, cut: bool) {
+        for id in [self.wiring.up[path], self.wiring.down[path]] {
+            if let Some(link) = self.network.link_mut(id) {
+                link.set_cut(cut);
+            }
+        }
+    }
+
+    /// The next `count` datagrams the server sends on path `path` are lost.
+    pub fn lose_next_to_client(&mut self, path: usize, count: usize) {
+        if let Some(link) = self.network.link_mut(self.wiring.down[path]) {
+            link.lose_next(count);
+        }
+    }
+
+    /// Datagrams to the client on path `path` still to be lost.
+    pub fn losses_to_come_to_client(&self, path: usize) -> usize {
+        self.network
+            .link(self.wiring.down[path])
+            .map_or(0, linkem::Link::losses_to_come)
+    }
+
+    /// Client path `path`'s datagrams come from `addr` from now on (its NAT mapping
+    /// changed); the server reaches the path only there.
+    pub fn rebind_client_path(&mut self, path: usize, addr: SocketAddr) {
+        self.wiring.client_addrs[path] = addr;
+    }
+
+    /// Bytes the server sent to `addr` while no path had that address.
+    pub fn server_sent_elsewhere(&self, addr: SocketAddr) -> usize {
+        self.server
+            .sent_elsewhere
+            .iter()
+            .filter(|(to, _)| *to == addr)
+            .map(|(_, len)| len)
+            .sum()
+    }
+
+    /// The client says goodbye on every path ([`Engine::close`], as the daemon at
+    /// shutdown).
+    pub fn close_client(&mut self) {
+        let now = self.now();
+        self.client.engine.close(now);
+        self.settle();
+    }
+
+    /// Buffers each side's pool allocated so far: (client, server).
+    pub fn pool_allocations(&mut self) -> (u64, u64) {
+        (
+            self.client.engine.pool().allocations(),
+            self.server.engine.pool().allocations(),
+        )
+    }
+
+    /// From now on, keeps a copy of every datagram the client's sockets take (see
+    /// [`Sim::client_datagrams`]); what was kept before is forgotten.
+    pub fn capture_client_datagrams(&mut self) {
+        self.client.captured = Some(Vec::new());
+    }
+
+    /// The datagrams the client's sockets took since [`Sim::capture_client_datagrams`],
+    /// with each one's path.
+    pub fn client_datagrams(&self) -> &[(usize, Vec<u8>)] {
+        self.client.captured.as_deref().unwrap_or_default()
+    }
+
+    /// `bytes` reach the server now from client path `path`'s address, as from an
+    /// attacker on the path (or a copy the network made).
+    pub fn inject_to_server(&mut self, path: usize, bytes: &[u8]) {
+        self.inject_to_server_from(self.wiring.client_addrs[path], bytes);
+    }
+
+    /// `bytes` reach the server now from `from`, any address.
+    pub fn inject_to_server_from(&mut self, from: SocketAddr, bytes: &[u8]) {
+        let now = self.now();
+        let received = Received {
+            socket: 0,
+            from,
+            local_ip: Some(SERVER_ADDR.ip()),
+        };
+        self.server.read_datagram(now, received, bytes);
+        self.server.engine.flush_acks(now);
+        self.settle();
+    }
+
+    /// From now on, records every RTT sample the client's paths take (see
+    /// [`Sim::rtt_samples`]). A sample is seen in the report after the step that
+    /// took it; of several taken at one instant on one path, the last is seen.
+    pub fn track_rtt_samples(&mut self) {
+        let counts = self.client_path_rtt_counts();
+        self.rtt_samples_seen = Some(counts);
+    }
+
+    pub fn rtt_samples(&self) -> &[RttSample] {
+        &self.rtt_samples
+    }
+
+    fn client_path_rtt_counts(&self) -> Vec<u64> {
+        let report = self.client_report();
+        let paths = report
+            .sessions
+            .first()
+            .map(|s| s.paths.as_slice())
+            .unwrap_or(&[]);
+        (0..self.client.sockets.len())
+            .map(|index| paths.get(index).map_or(0, |path| path.rtt_samples))
+            .collect()
+    }
+
+    fn record_rtt_samples(&mut self) {
+        let Some(seen) = &mut self.rtt_samples_seen else {
+            return;
+        };
+        let report = self.client.engine.report(self.clock.now());
+        let Some(session) = report.sessions.first() else {
+            return;
+        };
+        for (index, path) in session.paths.iter().enumerate() {
+            let Some(count) = seen.get_mut(index) else {
+                continue;
+            };
+            if path.rtt_samples != *count {
+                *count = path.rtt_samples;
+                if let Some(ms) = path.latest_rtt_ms {
+                    self.rtt_samples.push(RttSample {
+                        at: self.clock.elapsed(),
+                        path: index,
+                        rtt: Duration::from_secs_f64(ms / 1e3),
+                    });
+                }
+            }
+        }
+    }
+
+    pub fn run_for(&mut self, duration: Duration) {
+        let until = self.now() + duration;
+        self.run_until(until);
+    }
+
+    /// Advances the clock to `until`, event by event, as the daemon's loop would
+    /// wake: sends that waited for their socket, TUN reads, datagrams that arrived,
+    /// acknowledgements flushed, timers, then everything produced sent.
+    pub fn run_until(&mut self, until: Instant) {
+        let mut wakeups_at_one_instant = 0u32;
+        let mut last_wakeup = None;
+        loop {
+            self.settle();
+            let next = [
+                self.events.peek_time(),
+                self.network.poll_timeout(),
+                self.client.engine.poll_timeout(),
+                self.server.engine.poll_timeout(),
+                self.next_unblock(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let Some(next) = next.filter(|&at| at <= until) else {
+                break;
+            };
+            let at = self.now().max(next);
+            wakeups_at_one_instant = if last_wakeup == Some(at) {
+                wakeups_at_one_instant + 1
+            } else {
+                0
+            };
+            last_wakeup = Some(at);
+            assert!(
+                wakeups_at_one_instant < MAX_WAKEUPS_AT_ONE_INSTANT,
+                "wake-up spin at {:?}: client wants {:?}, server wants {:?}",
+                self.elapsed(),
+                self.client.engine.poll_timeout(),
+                self.server.engine.poll_timeout(),
+            );
+            self.clock.advance_to(at);
+            self.step();
+        }
+        self.clock.advance_to(until);
+        self.wall_follows_clock();
+    }
+
+    /// The end of the earliest block of a socket holding a refused send.
+    fn next_unblock(&self) -> Option<Instant> {
+        let elapsed = self.elapsed();
+        let sockets = self.client.sockets.iter().chain(&self.server.sockets);
+        sockets
+            .filter(|socket| socket.unsent.is_some())
+            .flat_map(|socket| &socket.config.blocked)
+            .map(|block| block.start + block.duration)
+            .filter(|&end| end > elapsed)
+            .min()
+            .map(|end| self.clock.base() + end)
+    }
+
+    fn wall_follows_clock(&self) {
+        let nanos = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.wall.store(
+            WALL_CLOCK_START_NANOS.saturating_add(nanos),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// One wake-up of both loops at the clock's instant.
+    fn step(&mut self) {
+        self.wall_follows_clock();
+        let now = self.now();
+        self.client
+            .send_unsent(&self.clock, &mut self.network, &self.wiring);
+        self.server
+            .send_unsent(&self.clock, &mut self.network, &self.wiring);
+        while let Some((_, event)) = self.events.pop_due(now) {
+            match event {
+                Event::ClientTun(bytes) => self.client.read_tun(now, &bytes),
+                Event::ServerTun(bytes) => self.server.read_tun(now, &bytes),
+            }
+        }
+        let mut client_read = false;
+        while let Some((link, datagram)) = self.network.poll_release(now) {
+            match self.hops.get(link.0) {
+                Some(&Hop::ClientSocket(path)) => {
+                    let len = datagram.bytes.len();
+                    // Loss, a full queue or an outage on the path: the datagram is gone.
+                    let _: Admission<Datagram> =
+                        self.network.send(now, self.wiring.up[path], datagram, len);
+                }
+                Some(Hop::ServerSocket) => {
+                    let len = datagram.bytes.len();
+                    let down = self.wiring.down[datagram.path];
+                    let _: Admission<Datagram> = self.network.send(now, down, datagram, len);
+                }
+                Some(Hop::Up(path)) => {
+                    let received = Received {
+                        socket: 0,
+                        from: self.wiring.client_addrs[*path],
+                        local_ip: Some(SERVER_ADDR.ip()),
+                    };
+                    self.server.read_datagram(now, received, &datagram.bytes);
+                }
+                // A closed socket reads nothing.
+                Some(Hop::Down(path)) if self.client.sockets[*path].open => {
+                    let received = Received {
+                        socket: *path,
+                        from: SERVER_ADDR,
+                        local_ip: None,
+                    };
+                    self.client.read_datagram(now, received, &datagram.bytes);
+                    client_read = true;
+                }
+                Some(Hop::Down(_)) | None => {}
+            }
+        }
+        self.client.engine.flush_acks(now);
+        self.server.engine.flush_acks(now);
+        self.client.handle_timeout(now);
+        self.server.handle_timeout(now);
+        if client_read {
+            self.record_rtt_samples();
+        }
+        self.settle();
+    }
+
+    /// What the daemon does between two wake-ups: stores the client's handshake
+    /// timestamp ceiling when asked to, writes to the TUNs and sends what waits.
+    fn settle(&mut self) {
+        if let Some(ceiling) = self.client.engine.core().timestamp_to_store() {
+            self.client.engine.core_mut().timestamp_stored(ceiling);
+        }
+        self.client
+            .flush(&self.clock, &mut self.network, &self.wiring);
+        self.server
+            .flush(&self.clock, &mut self.network, &self.wiring);
+    }
+}
+
+/// An inner IPv4 TCP segment (ACK|PSH) of flow `flow` with `payload` bytes after
+/// the headers; the payload starts with `tag` (read back by [`tag_of`]) and the
+/// segment's sequence number is `tag * payload`, so a flow's segments are new data
+/// in tag order.
+pub fn tcp_packet(
+    source: Ipv4Addr,
+    destination: Ipv4Addr,
+    flow: u16,
+    tag: u32,
+    payload: usize,
+) -> Vec<u8> {
+    const IPV4_HEADER: usize = 20;
+    const TCP_HEADER: usize = 20;
+    let payload = payload.max(4);
+    let total = IPV4_HEADER + TCP_HEADER + payload;
+    let mut packet = vec![0u8; total];
+    packet[0] = 0x45;
+    packet[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    packet[8] = 64;
+    packet[9] = 6;
+    packet[12..16].copy_from_slice(&source.octets());
+    packet[16..20].copy_from_slice(&destination.octets());
+    let tcp = &mut packet[IPV4_HEADER..];
+    tcp[0..2].copy_from_slice(&(40000 + flow).to_be_bytes());
+    tcp[2..4].copy_from_slice(&5201u16.to_be_bytes());
+    tcp[4..8].copy_from_slice(&tag.wrapping_mul(payload as u32).to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18;
+    tcp[TCP_HEADER..TCP_HEADER + 4].copy_from_slice(&tag.to_be_bytes());
+    packet
+}
+
+/// The tag [`tcp_packet`] put in `packet`; `None` for anything else.
+pub fn tag_of(packet: &[u8]) -> Option<u32> {
+    let bytes = packet.get(40..44)?;
+    Some(u32::from_be_bytes(bytes.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests;
