@@ -223,9 +223,9 @@ fn a_run_is_the_same_for_the_same_seed() {
 }
 
 /// Issue 65, "correct timing": a socket blocked for 50 ms adds nothing to the RTT
-/// samples of its path or of the others. Today datagrams are sealed and stamped when
-/// the session produces them and then wait in the engine's socket queue, so every
-/// datagram that waited out the block carries it in its RTT sample.
+/// samples of its path or of the others. Datagrams wait in the engine's socket queue
+/// unsealed and are stamped when the socket takes them; when they were stamped as
+/// the session produced them, path 1's largest sample rose from 38 to 82 ms here.
 #[test]
 fn a_blocked_socket_adds_nothing_to_any_paths_rtt_samples() {
     let block_start = ms(1500);
