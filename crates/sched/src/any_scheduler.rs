@@ -128,9 +128,22 @@ impl AnyScheduler {
     }
 }
 
+impl From<SchedulerChoice> for AnyScheduler {
+    fn from(choice: SchedulerChoice) -> Self {
+        AnyScheduler::new(choice)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_choice_builds_the_scheduler_of_its_name() {
+        for choice in SchedulerChoice::ALL {
+            assert_eq!(AnyScheduler::new(choice).name(), choice.name());
+        }
+    }
     use crate::path::{PacketClass, PathState};
 
     #[test]

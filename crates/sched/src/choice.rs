@@ -1,6 +1,6 @@
 //! Which scheduler a session runs, with the tuning that scheduler reads: what the
 //! configuration names. The daemon parses and range-checks it once, when the file is
-//! read, against the names and ranges defined here; [`AnyScheduler::new`] then builds
+//! read, against the names and ranges defined here; `AnyScheduler::new` then builds
 //! it and cannot fail.
 
 use std::fmt;
@@ -8,7 +8,6 @@ use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::any_scheduler::AnyScheduler;
 use crate::blest::{Blest, BLEST_DEFAULT_LAMBDA, BLEST_DEFAULT_REORDER_WINDOW_BYTES};
 use crate::earliest_arrival::{
     EarliestArrival, EARLIEST_ARRIVAL_DEFAULT_REORDER_WINDOW, EARLIEST_ARRIVAL_DEFAULT_WAIT_MARGIN,
@@ -256,26 +255,18 @@ impl FromStr for SchedulerChoice {
     }
 }
 
-impl From<SchedulerChoice> for AnyScheduler {
-    fn from(choice: SchedulerChoice) -> Self {
-        AnyScheduler::new(choice)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::Scheduler;
 
     #[test]
-    fn every_name_parses_to_a_choice_that_prints_and_builds_that_name() {
+    fn every_name_parses_to_a_choice_that_prints_that_name() {
         assert_eq!(SchedulerChoice::ALL.len(), SchedulerChoice::NAMES.len());
         for (choice, &name) in SchedulerChoice::ALL.iter().zip(SchedulerChoice::NAMES) {
             let parsed: SchedulerChoice = name.parse().expect("listed name parses");
             assert_eq!(parsed, *choice);
             assert_eq!(parsed.to_string(), name);
             assert_eq!(parsed.name(), name);
-            assert_eq!(AnyScheduler::new(parsed).name(), name);
         }
     }
 

@@ -14,10 +14,10 @@ use std::time::Instant;
 use mptund_sched::{PathId, SeqNo};
 
 use super::send::{Placement, Route};
-use super::{Outgoing, Session};
+use super::{Outgoing, Session, Unsealed};
 use crate::buffers::{BufferPool, Packet};
 use crate::counters::{DropCounters, DropReason};
-use crate::wire::{self, Frame};
+use crate::wire::{self, Frame, TransportLayout};
 
 /// Runs of given-up sequence numbers remembered until the next control datagram;
 /// a control datagram holds about 150 GaveUp frames.
@@ -187,7 +187,7 @@ impl Session {
     /// sealed anew under the same sequence number on another path, or queues it for
     /// the next free window ([`Resend::InTurn`]); false when it can go nowhere (the
     /// packet is recycled).
-    pub(super) fn reinject(
+    fn reinject(
         &mut self,
         now: Instant,
         from: usize,
@@ -222,6 +222,46 @@ impl Session {
                 pool.recycle(packet);
                 false
             }
+        }
+    }
+
+    /// `outgoing` will never be sent as it is (see [`super::Core::unsent`]): its path
+    /// no longer counts it in flight, and an inner packet it carried goes out on
+    /// another path if `reroute`, else (or if no path can take it) is given up, the
+    /// receiver told (into `out`).
+    pub(super) fn unsent(
+        &mut self,
+        now: Instant,
+        outgoing: Outgoing,
+        reroute: bool,
+        pool: &mut BufferPool,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Some(Unsealed::Data { seq }) = outgoing.unsealed else {
+            return pool.recycle(outgoing.packet);
+        };
+        let assigned_len = TransportLayout::data(0, outgoing.packet.len()).datagram_len();
+        let index = self.path_index(outgoing.path);
+        if let Some(index) = index {
+            self.paths[index].on_data_unsent(assigned_len);
+        }
+        let rerouted = match index.filter(|_| reroute) {
+            Some(index) => self.reinject(
+                now,
+                index,
+                (seq, outgoing.packet),
+                Resend::Urgent,
+                pool,
+                out,
+            ),
+            None => {
+                pool.recycle(outgoing.packet);
+                false
+            }
+        };
+        if !rerouted {
+            self.give_up(seq);
+            self.send_given_up(now, pool, out);
         }
     }
 

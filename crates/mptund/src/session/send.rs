@@ -18,7 +18,6 @@ use mptund_sched::{
 
 use super::classify::classify;
 use super::path::ForwardDelayReference;
-use super::resend::Resend;
 use super::{Outgoing, Session, SessionPath, Unsealed};
 use crate::buffers::{BufferPool, Packet, MAX_PIGGYBACK};
 use crate::counters::DropCounters;
@@ -555,46 +554,6 @@ impl Session {
             }
         };
         Some(len)
-    }
-
-    /// `outgoing` will never be sent as it is (see [`super::Core::unsent`]): its path
-    /// no longer counts it in flight, and an inner packet it carried goes out on
-    /// another path if `reroute`, else (or if no path can take it) is given up, the
-    /// receiver told (into `out`).
-    pub(super) fn unsent(
-        &mut self,
-        now: Instant,
-        outgoing: Outgoing,
-        reroute: bool,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
-        let Some(Unsealed::Data { seq }) = outgoing.unsealed else {
-            return pool.recycle(outgoing.packet);
-        };
-        let assigned_len = TransportLayout::data(0, outgoing.packet.len()).datagram_len();
-        let index = self.path_index(outgoing.path);
-        if let Some(index) = index {
-            self.paths[index].on_data_unsent(assigned_len);
-        }
-        let rerouted = match index.filter(|_| reroute) {
-            Some(index) => self.reinject(
-                now,
-                index,
-                (seq, outgoing.packet),
-                Resend::Urgent,
-                pool,
-                out,
-            ),
-            None => {
-                pool.recycle(outgoing.packet);
-                false
-            }
-        };
-        if !rerouted {
-            self.give_up(seq);
-            self.send_given_up(now, pool, out);
-        }
     }
 
     /// Sends the acknowledgements that could not wait for reverse data, in one
