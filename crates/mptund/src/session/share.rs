@@ -145,8 +145,9 @@ impl Session {
 
     /// Gives buffers back until the session holds at most `limit`: the reorder buffer
     /// gives its gaps up and hands on what it held, the delay line hands on at once,
-    /// and then the send queues lose their oldest packets (counted). The copies kept
-    /// for repair stay: the paths' windows bound them.
+    /// the paths' parity decoders go (counted), and then the send queues lose their
+    /// oldest packets (counted). The copies kept for repair stay: the paths' windows
+    /// bound them.
     pub(super) fn shed_to(
         &mut self,
         now: Instant,
@@ -162,6 +163,13 @@ impl Session {
                 deliver.push_back(packet);
             } else if let Some(inbound) = self.receiver.reorder.poll_release(gaps_expired) {
                 deliver.push_back(inbound.packet);
+            } else if let Some(path) = self.paths.iter_mut().rev().find(|p| p.rebuild.is_some()) {
+                // A decoder only rebuilds what a path may lose, and a peer makes one with
+                // a single Parity datagram: it goes before any packet does. Were it kept,
+                // a session over its share could not be cut back to it.
+                path.rebuild = None;
+                let detail = "parity decoder dropped: the session is over its memory share";
+                drops.record(now, DropReason::MemoryBudget, &detail);
             } else if let Some(packet) = self.sender.send_queue.pop_oldest() {
                 let detail = "send queue cut back to the session's memory share";
                 refuse(pool, drops, packet, now, DropReason::MemoryBudget, &detail);

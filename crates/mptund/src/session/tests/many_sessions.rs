@@ -3,6 +3,9 @@
 //! traffic, and the busy one is not disturbed.
 
 use super::*;
+use crate::session::fec;
+use crate::session::share::ServerLimits;
+use crate::wire::{PacketType, ParityMeta, PARITY_META_LEN};
 
 const CLIENTS: usize = 24;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -218,4 +221,62 @@ fn silent_sessions_expire_on_time_while_another_carries_traffic() {
     assert_eq!(report.sessions[0].peer, "client0");
     let tags: Vec<u32> = hub.server_received.iter().map(|p| tag_of(p)).collect();
     assert_eq!(tags, (0..tag).collect::<Vec<_>>());
+}
+
+/// Seals `body` (metadata and what follows it) with client `index`'s session keys,
+/// for the path with id `path_id`: what a peer holding its key may send.
+fn forge(hub: &mut Hub, index: usize, packet_type: PacketType, path_id: u8, body: &[u8]) {
+    let session = hub.clients[index].session_mut().expect("established");
+    let (header, counter, key) = session.keys.next_header(packet_type, path_id);
+    let mut sealed = body.to_vec();
+    let tag = key.seal_in_place(&header, counter, &mut sealed);
+    hub.to_server
+        .push((index, [header.as_slice(), &sealed, &tag].concat()));
+}
+
+#[test]
+fn parity_decoders_of_one_session_give_way_to_another_sessions_share() {
+    let mut hub = Hub::new();
+    hub.run_for(Duration::from_secs(2));
+    // Room for four decoders and a few packets besides.
+    let budget = 4 * fec::DECODER_BUFFERS + 8;
+    let buffer_len = hub.server.pool().buffer_len() as u64;
+    hub.server.set_limits(ServerLimits {
+        max_paths_per_session: 4,
+        memory_budget_bytes: budget as u64 * buffer_len,
+    });
+
+    // Client 1 makes the server keep a parity decoder on each of four paths: one
+    // Parity datagram each, and it alone is busy, so they all fit.
+    let mut body = vec![0u8; PARITY_META_LEN + 200];
+    let meta = ParityMeta {
+        first_pn: 0,
+        members: 0b11,
+        seq_xor: 0,
+    };
+    meta.emit((&mut body[..PARITY_META_LEN]).try_into().unwrap());
+    for path_id in 0..4u8 {
+        forge(&mut hub, 1, PacketType::Parity, path_id, &body);
+    }
+    hub.deliver_all();
+    assert_eq!(hub.server.memory_held().0, 4 * fec::DECODER_BUFFERS);
+
+    // Client 0's first packet is late: the other 30 wait behind it. Its share is half
+    // the budget, which the other session's decoders must give it.
+    hub.client_sends(0, 0);
+    let late = std::mem::take(&mut hub.to_server);
+    for tag in 1..=30 {
+        hub.client_sends(0, tag);
+    }
+    hub.deliver_all();
+    hub.to_server.extend(late);
+    hub.run_for(Duration::from_secs(1));
+    let tags: Vec<u32> = hub
+        .server_received
+        .iter()
+        .map(|packet| tag_of(packet))
+        .collect();
+    assert_eq!(tags, (0..=30).collect::<Vec<u32>>(), "in order, none lost");
+    let (held, budget) = hub.server.memory_held();
+    assert!(held <= budget, "{held} buffers held, budget {budget}");
 }
