@@ -292,7 +292,7 @@ impl Session {
         let write = |_: &mut Self, buf: &mut [u8]| {
             wire::write_frame(buf, &Frame::PathChallenge { token }).unwrap_or(0)
         };
-        let Some(outgoing) = self.control_to(now, index, candidate, false, pool, write) else {
+        let Some(outgoing) = self.control_to(index, candidate, false, pool, write) else {
             return;
         };
         let len = outgoing.wire_len() as u64;
@@ -353,12 +353,7 @@ impl Session {
     /// time, one PathResponse per path, back on that path. A path with no validated
     /// address answers its candidate within the amplification budget; otherwise the
     /// answer is withheld and counted.
-    pub(super) fn send_path_responses(
-        &mut self,
-        now: Instant,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
+    pub(super) fn send_path_responses(&mut self, pool: &mut BufferPool, out: &mut Vec<Outgoing>) {
         for index in 0..self.paths.len() {
             let Some(path) = self.paths.get_mut(index) else {
                 continue;
@@ -379,8 +374,7 @@ impl Session {
             let write = |_: &mut Self, buf: &mut [u8]| {
                 wire::write_frame(buf, &Frame::PathResponse { token }).unwrap_or(0)
             };
-            let Some(outgoing) = self.control_to(now, index, destination, false, pool, write)
-            else {
+            let Some(outgoing) = self.control_to(index, destination, false, pool, write) else {
                 continue;
             };
             if let Some(path) = self.paths.get_mut(index) {

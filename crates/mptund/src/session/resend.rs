@@ -139,7 +139,7 @@ impl Session {
             }
             written
         };
-        out.extend(self.control(now, index, false, pool, write));
+        out.extend(self.control(index, false, pool, write));
         self.sender.given_up = runs;
         self.sender.given_up.clear();
     }

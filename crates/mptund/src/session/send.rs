@@ -413,12 +413,11 @@ impl Session {
     }
 
     /// Builds a control datagram on path `index` whose frames `write` puts into the
-    /// buffer it is given (returning their length). Pings and goodbyes elicit an
-    /// acknowledgement and are tracked by the path's probe; acknowledgement-only
-    /// datagrams are not, and take no packet number.
+    /// buffer it is given (returning their length), sealed when its socket takes it.
+    /// Pings and goodbyes elicit an acknowledgement and are tracked by the path's
+    /// probe; acknowledgement-only datagrams are not, and take no packet number.
     pub(super) fn control(
         &mut self,
-        now: Instant,
         index: usize,
         eliciting: bool,
         pool: &mut BufferPool,
@@ -426,21 +425,19 @@ impl Session {
     ) -> Option<Outgoing> {
         let destination = self.paths[index].remote?;
         let source_ip = self.paths[index].local_ip;
-        self.control_to(now, index, (destination, source_ip), eliciting, pool, write)
+        self.control_to(index, (destination, source_ip), eliciting, pool, write)
     }
 
     /// [`Session::control`] to `(destination, source_ip)` instead of the path's
     /// address: a candidate address that is being validated.
     pub(super) fn control_to(
         &mut self,
-        now: Instant,
         index: usize,
         (destination, source_ip): (SocketAddr, Option<IpAddr>),
         eliciting: bool,
         pool: &mut BufferPool,
         write: impl FnOnce(&mut Self, &mut [u8]) -> usize,
     ) -> Option<Outgoing> {
-        let _ = now;
         let mut packet = pool.take();
         let overhead = TransportLayout::control(0).datagram_len();
         let limit = self
@@ -572,14 +569,14 @@ impl Session {
             .iter()
             .any(|path| path.ack_immediately || path.acks.ack_due(now))
             || (force && self.paths.iter().any(|path| path.acks.has_unacked()));
-        self.send_path_responses(now, pool, out);
+        self.send_path_responses(pool, out);
         if !due {
             return;
         }
         let Some(index) = self.feedback_path(now) else {
             return;
         };
-        if let Some(outgoing) = self.control(now, index, false, pool, |session, buf| {
+        if let Some(outgoing) = self.control(index, false, pool, |session, buf| {
             session.write_ack_frames(now, buf)
         }) {
             self.counters.standalone_acks += 1;
@@ -678,7 +675,7 @@ impl Session {
         let write = |_: &mut Self, buf: &mut [u8]| {
             wire::write_frame(buf, &Frame::Ping { ping_id }).unwrap_or(0)
         };
-        if let Some(outgoing) = self.control(now, index, true, pool, write) {
+        if let Some(outgoing) = self.control(index, true, pool, write) {
             out.push(outgoing);
             let probe = &mut self.paths[index].probe;
             if probe.liveness() == mptund_probe::Liveness::Down {
@@ -695,7 +692,7 @@ impl Session {
             if !self.paths[index].socket_open {
                 continue;
             }
-            let goodbye = self.control(now, index, true, pool, |_, buf| {
+            let goodbye = self.control(index, true, pool, |_, buf| {
                 wire::write_frame(buf, &Frame::Close).unwrap_or(0)
             });
             let Some(mut goodbye) = goodbye else {
