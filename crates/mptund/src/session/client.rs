@@ -13,7 +13,7 @@ use mptund_sched::{AnyScheduler, PathId};
 
 use super::handshake_time::{retry_delay, system_random, InitClock, RandomSource, WallClock};
 use super::receive::{ArrivalPath, ReceiveContext};
-use super::send::append_finished;
+use super::send::seal_for;
 use super::{
     random_session_id, refuse, Core, KeyPair, Outgoing, PathSettings, Received, Report, Session,
     SessionPath, SessionReport, SessionSettings,
@@ -883,31 +883,20 @@ impl Core for ClientCore {
         piggyback: bool,
         follow: &mut Vec<Outgoing>,
     ) -> Option<usize> {
-        if outgoing.unsealed.is_none() {
-            return Some(append_finished(outgoing.packet, buffer, &mut self.pool));
-        }
-        match &mut self.session {
-            Some(session) if session.local_id == outgoing.owner => session.seal(
-                now,
-                outgoing,
-                buffer,
-                piggyback,
-                &mut self.pool,
-                &mut self.drops,
-                follow,
-            ),
-            _ => {
-                refuse(
-                    &mut self.pool,
-                    &mut self.drops,
-                    outgoing.packet,
-                    now,
-                    DropReason::SendFailed,
-                    &"the session ended while a datagram waited for its socket",
-                );
-                None
-            }
-        }
+        let session = self
+            .session
+            .as_mut()
+            .filter(|session| session.local_id == outgoing.owner);
+        seal_for(
+            session,
+            now,
+            outgoing,
+            buffer,
+            piggyback,
+            &mut self.pool,
+            &mut self.drops,
+            follow,
+        )
     }
 
     fn unsent(&mut self, now: Instant, outgoing: Outgoing, reroute: bool, out: &mut Vec<Outgoing>) {

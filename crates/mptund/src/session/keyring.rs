@@ -159,6 +159,17 @@ impl KeyRing {
         packet_type: PacketType,
         path_id: u8,
     ) -> ([u8; TRANSPORT_HEADER_LEN], u64, &SealingKey) {
+        let (bytes, counter) = self.take_header(packet_type, path_id);
+        (bytes, counter, &self.current.keys.send)
+    }
+
+    /// The header of the next datagram under the current keys, and its nonce counter,
+    /// which it takes.
+    fn take_header(
+        &mut self,
+        packet_type: PacketType,
+        path_id: u8,
+    ) -> ([u8; TRANSPORT_HEADER_LEN], u64) {
         let counter = self.current.next_counter;
         self.current.next_counter = counter.saturating_add(1);
         let header = TransportHeader {
@@ -169,7 +180,7 @@ impl KeyRing {
         };
         let mut bytes = [0u8; TRANSPORT_HEADER_LEN];
         header.emit(&mut bytes);
-        (bytes, counter, &self.current.keys.send)
+        (bytes, counter)
     }
 
     /// Seals `datagram`, laid out as `layout` with its metadata, frames and payload
@@ -183,16 +194,7 @@ impl KeyRing {
         layout: &TransportLayout,
         datagram: &mut [u8],
     ) {
-        let counter = self.current.next_counter;
-        self.current.next_counter = counter.saturating_add(1);
-        let header = TransportHeader {
-            packet_type,
-            path_id,
-            receiver: self.current.peer_id,
-            counter,
-        };
-        let mut header_bytes = [0u8; TRANSPORT_HEADER_LEN];
-        header.emit(&mut header_bytes);
+        let (header_bytes, counter) = self.take_header(packet_type, path_id);
         // The caller sized `datagram` by `layout`: these parts are always there.
         debug_assert!(datagram.len() >= layout.datagram_len());
         let Some(body) = datagram.get_mut(layout.sealed()) else {

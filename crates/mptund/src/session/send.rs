@@ -711,6 +711,37 @@ impl Session {
     }
 }
 
+/// Seals `outgoing` onto the end of `buffer` (see [`super::Core::seal`]) with
+/// `session`, the one that produced it if it is still there: a finished datagram goes
+/// as it is, an unsealed one whose session is gone is counted and dropped.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn seal_for(
+    session: Option<&mut Session>,
+    now: Instant,
+    outgoing: Outgoing,
+    buffer: &mut Vec<u8>,
+    piggyback: bool,
+    pool: &mut BufferPool,
+    drops: &mut DropCounters,
+    follow: &mut Vec<Outgoing>,
+) -> Option<usize> {
+    if outgoing.unsealed.is_none() {
+        return Some(append_finished(outgoing.packet, buffer, pool));
+    }
+    match session {
+        Some(session) => session.seal(now, outgoing, buffer, piggyback, pool, drops, follow),
+        None => {
+            drops.record(
+                now,
+                crate::counters::DropReason::SendFailed,
+                &"the session ended while a datagram waited for its socket",
+            );
+            pool.recycle(outgoing.packet);
+            None
+        }
+    }
+}
+
 /// Appends a finished datagram to `buffer` and recycles its buffer; returns its length.
 pub(super) fn append_finished(
     packet: Packet,

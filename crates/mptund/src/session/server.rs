@@ -14,7 +14,7 @@ use mptund_sched::{AnyScheduler, PathId};
 use super::handshake_time::PeerTimestamp;
 use super::init_queue::{InitQueue, QueuedInit};
 use super::receive::{ArrivalPath, ReceiveContext};
-use super::send::append_finished;
+use super::send::seal_for;
 use super::share::{MemoryLedger, ServerLimits};
 use super::timers::SessionTimers;
 use super::{
@@ -1116,35 +1116,19 @@ impl Core for ServerCore {
         piggyback: bool,
         follow: &mut Vec<Outgoing>,
     ) -> Option<usize> {
-        if outgoing.unsealed.is_none() {
-            return Some(append_finished(outgoing.packet, buffer, &mut self.pool));
-        }
         let id = outgoing.owner;
-        if !self.sessions.contains_key(&id) {
-            refuse(
-                &mut self.pool,
-                &mut self.drops,
-                outgoing.packet,
-                now,
-                DropReason::SendFailed,
-                &"the session ended while a datagram waited for its socket",
-            );
-            return None;
+        if outgoing.unsealed.is_none() || !self.sessions.contains_key(&id) {
+            let (pool, drops) = (&mut self.pool, &mut self.drops);
+            return seal_for(None, now, outgoing, buffer, piggyback, pool, drops, follow);
         }
         // Sealing moves the packet into the copies kept for repair and arms the
         // path's timers: a step of the session's like any other.
         let held = self.begin_step(now, id);
-        let sealed = self.sessions.get_mut(&id).and_then(|entry| {
-            entry.session.seal(
-                now,
-                outgoing,
-                buffer,
-                piggyback,
-                &mut self.pool,
-                &mut self.drops,
-                follow,
-            )
-        });
+        let session = self.sessions.get_mut(&id).map(|entry| &mut *entry.session);
+        let (pool, drops) = (&mut self.pool, &mut self.drops);
+        let sealed = seal_for(
+            session, now, outgoing, buffer, piggyback, pool, drops, follow,
+        );
         self.end_step(id, held);
         self.touch(id);
         sealed

@@ -113,16 +113,7 @@ impl Transmits {
                 return Err(outgoing);
             }
         }
-        let spare = &mut self.spare;
-        let entry = queue.queues.entry(owner).or_insert_with(|| SessionQueue {
-            datagrams: spare.pop().unwrap_or_default(),
-            deficit: 0,
-        });
-        if entry.datagrams.is_empty() {
-            queue.active.push_back(owner);
-        }
-        entry.datagrams.push_back(outgoing);
-        queue.waiting += 1;
+        queue.queue_of(owner, &mut self.spare).push_back(outgoing);
         evicted.map_or(Ok(()), Err)
     }
 
@@ -174,17 +165,9 @@ impl Transmits {
         let Some(queue) = self.sockets.get_mut(socket) else {
             return;
         };
-        let owner = outgoing.owner;
-        let spare = &mut self.spare;
-        let entry = queue.queues.entry(owner).or_insert_with(|| SessionQueue {
-            datagrams: spare.pop().unwrap_or_default(),
-            deficit: 0,
-        });
-        if entry.datagrams.is_empty() {
-            queue.active.push_back(owner);
-        }
-        entry.datagrams.push_front(outgoing);
-        queue.waiting += 1;
+        queue
+            .queue_of(outgoing.owner, &mut self.spare)
+            .push_front(outgoing);
     }
 
     /// Takes everything `socket` has waiting (the socket closed).
@@ -241,6 +224,24 @@ impl Transmits {
 }
 
 impl SocketQueue {
+    /// Session `owner`'s queue, taken from `spare` and put in line if it had none,
+    /// counted as holding one more datagram: the caller adds it.
+    fn queue_of(
+        &mut self,
+        owner: SessionId,
+        spare: &mut Vec<VecDeque<Outgoing>>,
+    ) -> &mut VecDeque<Outgoing> {
+        let entry = self.queues.entry(owner).or_insert_with(|| SessionQueue {
+            datagrams: spare.pop().unwrap_or_default(),
+            deficit: 0,
+        });
+        if entry.datagrams.is_empty() {
+            self.active.push_back(owner);
+        }
+        self.waiting += 1;
+        &mut entry.datagrams
+    }
+
     /// The session whose turn it is to send: each turn adds a quantum, and a session
     /// sends while its deficit covers its next run, then the next one's turn comes. A
     /// quantum covers any run, so this takes at most one lap.
