@@ -29,6 +29,7 @@ fn sent_at(t0: Instant, send_offsets_ms: &[u64]) -> SentPackets {
             delivered_time: time,
             first_sent_time: time,
             app_limited: false,
+            send_rate: u64::MAX,
             sent_into_idle_path: false,
         }));
     }

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use crate::ack::AckSummary;
-use crate::cc::{AckSignals, Controller};
+use crate::cc::{AckSignals, Controller, Pacer};
 use crate::liveness::{Liveness, LivenessChange, LivenessMonitor};
 use crate::loss::{LossDetector, LossRound};
 use crate::owd::OwdEstimator;
@@ -137,6 +137,7 @@ impl<C: Controller> PathProbe<C> {
             delivered_time: now,
             first_sent_time: now,
             app_limited: false,
+            send_rate: self.pacing_rate().unwrap_or(u64::MAX),
             sent_into_idle_path,
         };
         self.rate
@@ -424,6 +425,17 @@ impl<C: Controller> PathProbe<C> {
     /// The congestion window in bytes.
     pub fn window(&self) -> u64 {
         self.controller.window()
+    }
+
+    /// The rate the pacer sends at, in bytes per second: the controller's pacing
+    /// rate, else the window spread over the smoothed RTT (`None` before the first
+    /// RTT sample: the window alone limits).
+    pub fn pacing_rate(&self) -> Option<u64> {
+        Pacer::rate(
+            self.controller.window(),
+            self.rtt.smoothed().unwrap_or(Duration::ZERO),
+            self.controller.pacing_rate(),
+        )
     }
 
     /// Whether `bytes` more fit in the congestion window.

@@ -9,6 +9,15 @@
 //! acknowledged packet's send to now; it divides the bytes delivered in that interval
 //! by the longer of the send and the acknowledgement phases, so the rate is the smaller
 //! of the send rate and the acknowledgement rate.
+//!
+//! The send rate is also capped at the pacer's rate when the newest packet left: a
+//! paced sender releases bursts (a millisecond at its rate, more after a late wake)
+//! that leave as one, so their send phase is near zero, and a token bucket with room
+//! passes them at line rate. On 20 Mbit/s tbf uplinks with a 32 kB bucket and a
+//! 0.05 ms RTT, such samples read 0.2-1.9 Gbit/s, the pacing rate followed, the next
+//! bursts were larger, and the estimate stayed there. Capped, a sample shows at most
+//! what was sent, and the estimate grows by the pacing gain per round trip, as BBR's
+//! model has it.
 
 use std::time::{Duration, Instant};
 
@@ -36,6 +45,7 @@ struct PendingSample {
     send_elapsed: Duration,
     ack_elapsed: Duration,
     app_limited: bool,
+    send_rate: u64,
 }
 
 /// Connection-level rate sampling state of one path (draft `C.*`).
@@ -111,6 +121,7 @@ impl RateEstimator {
                     .saturating_duration_since(packet.first_sent_time),
                 ack_elapsed: now.saturating_duration_since(packet.delivered_time),
                 app_limited: packet.app_limited,
+                send_rate: packet.send_rate,
             });
             self.first_sent_time = Some(packet.time);
         }
@@ -132,7 +143,9 @@ impl RateEstimator {
         let delivered = self.delivered - pending.prior_delivered;
         let rate = u128::from(delivered) * 1_000_000_000 / interval.as_nanos();
         let sample = RateSample {
-            delivery_rate: u64::try_from(rate).unwrap_or(u64::MAX),
+            delivery_rate: u64::try_from(rate)
+                .unwrap_or(u64::MAX)
+                .min(pending.send_rate),
             interval,
             delivered,
             app_limited: pending.app_limited,

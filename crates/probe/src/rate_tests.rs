@@ -41,6 +41,7 @@ impl Schedule {
             delivered_time: now,
             first_sent_time: now,
             app_limited: false,
+            send_rate: u64::MAX,
             sent_into_idle_path: false,
         };
         self.rate
@@ -159,4 +160,53 @@ fn app_limited_samples_do_not_lower_the_estimate() {
     assert!(last.app_limited);
     assert!(last.delivery_rate < 1_000_000, "{last:?}");
     assert_eq!(schedule.rate.latest().unwrap().delivery_rate, 1_000_000);
+}
+
+/// A paced burst that left as one and crossed a token bucket with room: ten packets
+/// sent at the same instant, each acknowledged 0.1 ms later. The send and the
+/// acknowledgement phases read 10 kB in 0.1 ms, 100 MB/s; the pacer released them at
+/// 2.5 MB/s (20 Mbit/s), and that is all the sample may show.
+#[test]
+fn a_burst_reads_no_faster_than_its_pacer_released_it() {
+    let paced = 2_500_000;
+    let t0 = Instant::now();
+    let mut rate = RateEstimator::new();
+    let mut sent = Vec::new();
+    for pn in 0..10u32 {
+        let mut packet = SentPacket {
+            pn,
+            time: t0,
+            bytes: BYTES,
+            seq: None,
+            delivered: 0,
+            delivered_time: t0,
+            first_sent_time: t0,
+            app_limited: false,
+            send_rate: paced,
+            sent_into_idle_path: false,
+        };
+        rate.on_packet_sent(t0, pn == 0, &mut packet);
+        sent.push(packet);
+    }
+    let acked_at = t0 + Duration::from_micros(100);
+    for packet in &sent {
+        rate.on_packet_acked(acked_at, u64::from(packet.pn), packet);
+    }
+    let sample = rate.finish_sample(Some(Duration::from_micros(50))).unwrap();
+    assert_eq!(sample.delivered, 10 * BYTES);
+    assert_eq!(sample.delivery_rate, paced);
+
+    // Unpaced, the same burst reads what the phases show.
+    let mut unpaced = RateEstimator::new();
+    for packet in &mut sent {
+        packet.send_rate = u64::MAX;
+        unpaced.on_packet_sent(t0, packet.pn == 0, packet);
+    }
+    for packet in &sent {
+        unpaced.on_packet_acked(acked_at, u64::from(packet.pn), packet);
+    }
+    let sample = unpaced
+        .finish_sample(Some(Duration::from_micros(50)))
+        .unwrap();
+    assert_eq!(sample.delivery_rate, 100_000_000);
 }

@@ -29,6 +29,9 @@ pub struct SentPacket {
     pub delivered_time: Instant,
     pub first_sent_time: Instant,
     pub app_limited: bool,
+    /// The pacer's rate when it left, in bytes per second; `u64::MAX` when nothing
+    /// was paced. Its delivery can show no more (see `RateEstimator`).
+    pub send_rate: u64,
     /// The path had nothing in flight and had sent nothing for a smoothed RTT when it
     /// left: no packet of ours was ahead of it, so its one-way delay shows the path's
     /// jitter (`crate::owd`).
@@ -224,6 +227,7 @@ mod tests {
             delivered_time: t0,
             first_sent_time: t0,
             app_limited: false,
+            send_rate: u64::MAX,
             sent_into_idle_path: false,
         }
     }

@@ -655,14 +655,10 @@ impl SessionPath {
         self.pacer.delay(now, len as u64, window, srtt, rate)
     }
 
-    /// The rate the pacer currently sends at, in bytes per second (the
-    /// controller's pacing rate, else the window spread over the smoothed RTT).
+    /// The rate the pacer currently sends at, in bytes per second (see
+    /// [`mptund_probe::path::PathProbe::pacing_rate`]).
     pub fn pacing_rate(&self) -> Option<u64> {
-        Pacer::rate(
-            self.probe.window(),
-            self.pacing_rtt(),
-            self.probe.controller().pacing_rate(),
-        )
+        self.probe.pacing_rate()
     }
 
     /// The RTT the pacer spreads a window over; zero (no pacing, the window alone
