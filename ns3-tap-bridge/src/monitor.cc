@@ -187,7 +187,7 @@ RealtimeMonitor::WriteJson(std::ostream& out) const
     size_t late = std::count_if(sorted.begin(), sorted.end(), [this](double lag) { return lag > m_toleranceMs; });
     out << "{\"samples\": " << sorted.size() << ", \"interval_ms\": " << m_interval.GetMilliSeconds()
         << ", \"max_ms\": " << MaxLagMs() << ", \"max_at_s\": " << m_maxLagAtS << ", \"mean_ms\": " << mean
-        << ", \"p99_ms\": " << percentile(0.99) << ", \"p999_ms\": " << percentile(0.999)
+        << ", \"p50_ms\": " << percentile(0.5) << ", \"p99_ms\": " << percentile(0.99) << ", \"p999_ms\": " << percentile(0.999)
         << ", \"tolerance_ms\": " << m_toleranceMs << ", \"samples_over_tolerance\": " << late
         << ", \"warmup_s\": " << m_warmup.GetSeconds() << ", \"startup_max_ms\": " << m_startupMaxLagMs
         << ", \"kept_up\": " << (KeptUp() ? "true" : "false") << "}";
