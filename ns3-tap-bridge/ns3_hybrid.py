@@ -428,7 +428,10 @@ def results_path(args) -> Path:
 def write_results(path: Path, results: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results: {path}", flush=True)
+    shown = path.resolve()
+    if shown.is_relative_to(Path.cwd()):
+        shown = shown.relative_to(Path.cwd())
+    print(f"results: {shown}", flush=True)
 
 
 def main() -> int:

@@ -80,7 +80,9 @@ def test_transfer_crosses_lte_wifi_and_p2p_in_ns3(ns3_program):
 
     # The simulator kept up with the wall clock, by the runner's verdict: enough
     # probes to judge (2.5 s of them; a faster transfer gives fewer), none of them
-    # after start-up over the tolerance. HardLimit aborts ns-3 beyond 250 ms anyway.
+    # after start-up over the 20 ms tolerance (these arguments, ns-3 at SCHED_FIFO,
+    # load average 3-3.5: max lag 1.2-5.7 ms in 6 of 6 runs). HardLimit aborts
+    # ns-3 beyond 250 ms anyway.
     lag = ns3["lag"]
     assert ns3["sync_mode"] == "HardLimit"
     assert lag["samples"] > 500, lag
