@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ns3_hybrid import HybridBed, HybridError  # noqa: E402
+from ns3_hybrid import KEPT_UP, HybridBed, HybridError, realtime_verdict  # noqa: E402
 from mptund import CLIENT_TUN_ADDR  # noqa: E402
 
 HEADROOM_ARGS = ["--p2pRate=100Mbps", "--p2pDelay=10ms", "--wifiMode=OfdmRate54Mbps", "--lteRbs=50"]
@@ -74,7 +74,8 @@ def main() -> int:
         links = " ".join(f"{name} {mbit:.1f}" for name, mbit in result["ns3_down_mbit"].items())
         lag = result["lag"]
         print(f"{rate:>8.1f} {result['received_mbit']:>9.1f} {result['lost_percent']:>7.1f}  {links:<34} "
-              f"{lag['max_ms']:>8.1f} {lag['p99_ms']:>6.1f} {lag['p999_ms']:>6.1f}  {lag['kept_up']}", flush=True)
+              f"{lag['max_ms']:>8.1f} {lag['p99_ms']:>6.1f} {lag['p999_ms']:>6.1f}  {realtime_verdict(lag) == KEPT_UP}",
+              flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -25,8 +25,10 @@ simulated link). Namespaces and processes are removed on exit, error or Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -39,7 +41,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "testbed"))
 from mptund import (CLIENT_TUN_ADDR, SERVER_PUBLIC_ADDR, SERVER_TUN_ADDR,  # noqa: E402
-                    DaemonPair)
+                    DaemonPair, binary_record, mptund_binary)
 from netns import Netns, Testbed  # noqa: E402
 from workspace import REPO_ROOT  # noqa: E402
 
@@ -60,6 +62,24 @@ TUNNEL_UP_TIMEOUT_S = 45.0
 # clock. Mid-range, so kernel threads with higher priority still run; ns-3
 # sleeps between events and the kernel's RT throttling bounds the worst case.
 NS3_RT_PRIORITY = 20
+# Where a run's results file goes unless --json names one (ignored by git).
+RESULTS_DIR = HERE / "results"
+
+# The runner's exit codes. A run that fell behind real time measured the
+# simulator, not the links: it fails unless the caller passed --allow-lag.
+EXIT_OK = 0
+EXIT_ERROR = 1            # the bed could not be built or run (ns-3 aborted at its HardLimit included)
+EXIT_NOT_BYTE_EXACT = 3   # the transfer was not byte-exact (takes precedence over the lag)
+EXIT_FELL_BEHIND = 4      # ns-3 fell behind the wall clock by more than its tolerance
+
+# The verdicts a results file records.
+KEPT_UP = "kept-up"
+FELL_BEHIND = "fell-behind"
+# No lag sample after start-up (a run shorter than --lagWarmupS): nothing to judge by.
+UNJUDGED = "unjudged"
+ERROR = "error"
+# ns-3's message when HardLimit synchronisation aborts the simulation.
+HARD_LIMIT_MESSAGE = "Hard real-time limit exceeded"
 
 
 class HybridError(RuntimeError):
@@ -241,6 +261,70 @@ class HybridBed:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+# Verdict ---------------------------------------------------------------------
+def realtime_verdict(lag: dict) -> str:
+    """Whether the simulator kept up with the wall clock, from ns-3's lag probe:
+    kept up when no sample after start-up lagged by more than the tolerance
+    (max lag <= --lagToleranceMs, the rule of ns-3's own `kept_up`); unjudged
+    when there was no such sample. The worst sample decides, not a percentile:
+    one 16 ms stall stretches a 10 ms link delay as surely as many do."""
+    if lag["samples"] == 0:
+        return UNJUDGED
+    return KEPT_UP if lag["max_ms"] <= lag["tolerance_ms"] else FELL_BEHIND
+
+
+def exit_code(transfer_byte_exact: bool, verdict: str, allow_lag: bool) -> int:
+    """The runner's exit code for a run that completed: a corrupt transfer first,
+    then a verdict other than kept-up, unless the caller allowed lag."""
+    if not transfer_byte_exact:
+        return EXIT_NOT_BYTE_EXACT
+    if verdict != KEPT_UP and not allow_lag:
+        return EXIT_FELL_BEHIND
+    return EXIT_OK
+
+
+def verdict_line(verdict: str, lag: dict, allow_lag: bool) -> str:
+    """One line that says whether the run counts."""
+    tolerance = f"tolerance {lag['tolerance_ms']:g} ms"
+    if verdict == KEPT_UP:
+        return f"verdict: kept up with real time (max lag {lag['max_ms']:.2f} ms, {tolerance})"
+    what = (f"FELL BEHIND real time: max lag {lag['max_ms']:.2f} ms > {tolerance}, "
+            f"{lag['samples_over_tolerance']} of {lag['samples']} samples over"
+            if verdict == FELL_BEHIND else
+            f"UNJUDGED: no lag sample after {lag['warmup_s']:g} s of start-up")
+    if allow_lag:
+        return (f"verdict: {what}; kept because of --allow-lag: the links' delays and rates "
+                "were stretched, these numbers describe the simulator, not the links")
+    return f"verdict: {what}; the run FAILS (exit {EXIT_FELL_BEHIND}; --allow-lag keeps it)"
+
+
+def ns3_version(program: Path = NS3_PROGRAM) -> dict:
+    """Which ns-3 the scenario program runs on: the release it was built against
+    (pkg-config) and the package of the core library it loads (ldd, dpkg). Debian's
+    build has no version tag of its own (`--PrintVersion` prints a placeholder).
+    Missing tools leave a field None."""
+    def output(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    record = {"built_against": output("pkg-config", "--modversion", "ns3-core"),
+              "core_library": None, "package": None, "package_version": None}
+    match = re.search(r"libns3[^ ]*core[^ ]* => (\S+)", output("ldd", str(program)) or "")
+    if match:
+        library = os.path.realpath(match.group(1))
+        record["core_library"] = library
+        owner = output("dpkg-query", "-S", library)
+        if owner:
+            # "libns3.37:amd64: /usr/lib/...": the package name ends at the first colon.
+            package = owner.split(":", 1)[0]
+            record["package"] = package
+            record["package_version"] = output("dpkg-query", "-W", "-f=${Version}", package)
+    return record
+
+
 # Report ----------------------------------------------------------------------
 def mbit(nbytes: float, seconds: float) -> float:
     return nbytes * 8 / seconds / 1e6 if seconds > 0 else 0.0
@@ -302,14 +386,15 @@ def print_summary(summary: dict) -> None:
               f"{path['ns3_up_lost']:>8}/{path['ns3_down_lost']:<9}")
     lag = summary["realtime"]
     print()
-    print(f"ns-3 ({summary['sync_mode']}): max lag behind the wall clock {lag['max_ms']:.2f} ms "
-          f"(at t={lag['max_at_s']:.1f} s), p99 {lag['p99_ms']:.2f} ms, mean {lag['mean_ms']:.2f} ms over "
-          f"{lag['samples']} samples after {lag['warmup_s']:g} s of start-up (start-up max "
-          f"{lag['startup_max_ms']:.1f} ms): " + ("kept up with real time" if lag["kept_up"] else
-                                                 f"FELL BEHIND (tolerance {lag['tolerance_ms']} ms)"))
+    print(f"ns-3 ({summary['sync_mode']}): lag behind the wall clock max {lag['max_ms']:.2f} ms "
+          f"(at t={lag['max_at_s']:.1f} s), p99 {lag['p99_ms']:.2f} ms, p50 {lag['p50_ms']:.2f} ms, "
+          f"mean {lag['mean_ms']:.2f} ms over {lag['samples']} samples after {lag['warmup_s']:g} s of "
+          f"start-up (start-up max {lag['startup_max_ms']:.1f} ms)")
 
 
-def run(args) -> dict:
+def run(args, results: dict) -> dict:
+    """One hybrid run; fills `results` as it learns (scenario first, so that a run
+    that fails still leaves a record of what was tried) and returns the summary."""
     with HybridBed(links=args.links.split(","), ns3_args=args.ns3_arg, prefix=args.prefix,
                    scheduler=args.scheduler, realtime_priority=not args.no_rt_priority,
                    keep_workdir=args.keep_workdir) as bed:
@@ -317,7 +402,10 @@ def run(args) -> dict:
         print(f"namespaces {bed.testbed.prefix}-{{client,server,sim}}{kept}", flush=True)
         bed.start_daemons()
         print("tunnel up; transferring", flush=True)
-        transfer = bed.transfer(args.bytes, args.direction, args.timeout)
+        try:
+            transfer = bed.transfer(args.bytes, args.direction, args.timeout)
+        finally:
+            results["ns3_log"] = bed.ns3_log_path.read_text().splitlines()[-20:]
         client, _server, ns3 = bed.stop()
         summary = summarise(bed.links, transfer, client, ns3)
         summary["ns3_log"] = bed.ns3_log_path.read_text().splitlines()[-20:]
@@ -325,9 +413,25 @@ def run(args) -> dict:
         for line in events:
             print("ns-3:", line)
         print_summary(summary)
-        if args.json:
-            Path(args.json).write_text(json.dumps({**summary, "ns3": ns3, "mptund_client": client}, indent=2))
+        results["scenario"]["ns3"] = ns3.get("scenario")
+        results.update({**summary, "ns3": ns3, "mptund_client": client})
         return summary
+
+
+def results_path(args) -> Path:
+    if args.json:
+        return Path(args.json)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return RESULTS_DIR / f"hybrid-{stamp}-{os.getpid()}.json"
+
+
+def write_results(path: Path, results: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    shown = path.resolve()
+    if shown.is_relative_to(Path.cwd()):
+        shown = shown.relative_to(Path.cwd())
+    print(f"results: {shown}", flush=True)
 
 
 def main() -> int:
@@ -347,16 +451,49 @@ def main() -> int:
                         help="run ns-3 at normal priority instead of SCHED_FIFO 20")
     parser.add_argument("--keep-workdir", action="store_true",
                         help="keep configs, keys and the daemons' and ns-3's logs")
-    parser.add_argument("--json", help="write the full report (JSON) here")
+    parser.add_argument("--allow-lag", action="store_true",
+                        help=f"keep a run in which ns-3 fell behind real time (exit {EXIT_OK} rather than "
+                             f"{EXIT_FELL_BEHIND}); the verdict still says so and the results file records it")
+    parser.add_argument("--json", help=f"the results file (JSON; default: {RESULTS_DIR.relative_to(REPO_ROOT)}/"
+                                       "hybrid-<UTC time>-<pid>.json)")
     args = parser.parse_args()
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    path = results_path(args)
+    # What ran, recorded before the run so that a failed run leaves its record too.
+    results = {
+        "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "verdict": None,
+        "allow_lag": args.allow_lag,
+        "exit_code": None,
+        "error": None,
+        "scenario": {"links": args.links.split(","), "direction": args.direction, "bytes": args.bytes,
+                     "scheduler": args.scheduler, "ns3_rt_priority": None if args.no_rt_priority else NS3_RT_PRIORITY,
+                     "ns3_args": args.ns3_arg, "ns3": None},
+        "ns3_version": ns3_version(),
+        "mptund_binary": None,
+    }
     try:
-        summary = run(args)
-    except HybridError as error:
+        results["mptund_binary"] = binary_record(mptund_binary())
+        summary = run(args, results)
+    except (RuntimeError, TimeoutError, FileNotFoundError) as error:
+        # HybridError, the daemons' RuntimeError/TimeoutError, a missing binary.
+        hard_limit = HARD_LIMIT_MESSAGE in str(error)
+        results.update(verdict=FELL_BEHIND if hard_limit else ERROR, error=str(error), exit_code=EXIT_ERROR)
         print(f"error: {error}", file=sys.stderr)
-        return 1
-    ok = all(t["byte_exact"] for t in summary["transfer"].values())
-    return 0 if ok else 3
+        if hard_limit:
+            print(f"verdict: FELL BEHIND real time: ns-3 aborted at its HardLimit; the run FAILS (exit {EXIT_ERROR})",
+                  file=sys.stderr)
+        write_results(path, results)
+        return EXIT_ERROR
+    verdict = realtime_verdict(summary["realtime"])
+    byte_exact = all(t["byte_exact"] for t in summary["transfer"].values())
+    code = exit_code(byte_exact, verdict, args.allow_lag)
+    results.update(verdict=verdict, exit_code=code)
+    line = verdict_line(verdict, summary["realtime"], args.allow_lag)
+    print(line, file=sys.stdout if verdict == KEPT_UP else sys.stderr, flush=True)
+    write_results(path, results)
+    return code
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <functional>
 #include <sstream>
+#include <thread>
 
 using namespace ns3;
 
@@ -104,6 +106,76 @@ SplitLinks(const std::string& text)
     return names;
 }
 
+/// The command line's options, each registered once: parsed by ns-3's
+/// CommandLine and written back into the report with the value the run used
+/// (defaults included), so a results file names its whole scenario.
+class OptionTable
+{
+  public:
+    explicit OptionTable(CommandLine& cmd)
+        : m_cmd(cmd)
+    {
+    }
+
+    template <typename T>
+    void Add(const std::string& name, const std::string& help, T& value)
+    {
+        m_cmd.AddValue(name, help, value);
+        m_writers.emplace_back([name, &value](std::ostream& out) {
+            out << "\"" << name << "\": ";
+            WriteJsonValue(out, value);
+        });
+    }
+
+    void WriteJson(std::ostream& out) const
+    {
+        out << "{";
+        for (size_t i = 0; i < m_writers.size(); ++i)
+        {
+            out << (i ? ", " : "");
+            m_writers[i](out);
+        }
+        out << "}";
+    }
+
+  private:
+    static void WriteJsonValue(std::ostream& out, const std::string& text)
+    {
+        out << '"';
+        for (char c : text)
+        {
+            if (c == '"' || c == '\\')
+            {
+                out << '\\';
+            }
+            if (static_cast<unsigned char>(c) >= 0x20)
+            {
+                out << c;
+            }
+        }
+        out << '"';
+    }
+
+    template <typename T>
+    static void WriteJsonValue(std::ostream& out, const T& number)
+    {
+        out << number;
+    }
+
+    CommandLine& m_cmd;
+    std::vector<std::function<void(std::ostream&)>> m_writers;
+};
+
+/// Block the simulator's thread for `wallMs` of wall-clock time (--stallMs):
+/// the simulated clock stands still while the wall clock runs on, exactly what
+/// a simulator that cannot keep up does.
+void
+Stall(double wallMs)
+{
+    Note("forced stall of " + std::to_string(wallMs) + " ms (--stallMs)");
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wallMs));
+}
+
 void
 WriteReady(std::string path)
 {
@@ -134,12 +206,14 @@ WriteDirection(std::ostream& out, const DirectionCounters& c)
 }
 
 void
-WriteReport(std::ostream& out, const Params& p, const LinkCounterSet& counters, const RealtimeMonitor& monitor,
-            double wallS)
+WriteReport(std::ostream& out, const Params& p, const OptionTable& options, const LinkCounterSet& counters,
+            const RealtimeMonitor& monitor, double wallS)
 {
     out << std::setprecision(6) << "{\"simulated_s\": " << Simulator::Now().GetSeconds() << ", \"wall_s\": " << wallS
         << ", \"sync_mode\": \"" << (p.hardLimitMs > 0 ? "HardLimit" : "BestEffort") << "\", \"event\": \""
-        << p.event << "\", \"lag\": ";
+        << p.event << "\", \"scenario\": ";
+    options.WriteJson(out);
+    out << ", \"lag\": ";
     monitor.WriteJson(out);
     out << ", \"links\": {";
     bool first = true;
@@ -204,32 +278,36 @@ main(int argc, char* argv[])
     using namespace mptund;
     Params p;
     CommandLine cmd(__FILE__);
+    OptionTable options(cmd);
     cmd.Usage("Attach mptund's uplink taps to simulated LTE, Wi-Fi and point-to-point links (real time).");
-    cmd.AddValue("links", "comma-separated links in path order: lte, wifi, p2p (tap i is named after link i)", p.links);
-    cmd.AddValue("serverTap", "tap device toward the server namespace", p.serverTap);
-    cmd.AddValue("durationS", "stop after this many simulated seconds at the latest", p.durationS);
-    cmd.AddValue("statsFile", "write the final counters (JSON) here as well as to stdout", p.statsFile);
-    cmd.AddValue("readyFile", "written once every tap is open", p.readyFile);
-    cmd.AddValue("pcapDir", "capture each tap's LAN (router side) into this directory", p.pcapDir);
-    cmd.AddValue("lagSampleMs", "interval of the wall-clock vs simulation-clock probe", p.lagSampleMs);
-    cmd.AddValue("lagToleranceMs", "largest lag that still counts as keeping up with real time", p.lagToleranceMs);
-    cmd.AddValue("lagWarmupS", "lag before this simulated time counts as start-up, reported apart", p.lagWarmupS);
-    cmd.AddValue("hardLimitMs", "if > 0: SynchronizationMode HardLimit, abort when this far behind", p.hardLimitMs);
-    cmd.AddValue("p2pRate", "point-to-point link rate (each direction)", p.p2pRate);
-    cmd.AddValue("p2pDelay", "point-to-point one-way delay", p.p2pDelay);
-    cmd.AddValue("p2pErrorRate", "point-to-point packet loss probability (each direction)", p.p2pErrorRate);
-    cmd.AddValue("p2pQueuePackets", "point-to-point transmit queue (packets)", p.p2pQueuePackets);
-    cmd.AddValue("wifiMode", "802.11a PHY mode (OfdmRate6Mbps ... OfdmRate54Mbps) or Minstrel", p.wifiMode);
-    cmd.AddValue("wifiDistanceM", "station to access point distance at start (m)", p.wifiDistanceM);
-    cmd.AddValue("wifiBackhaulDelay", "access point to core router delay", p.wifiBackhaulDelay);
-    cmd.AddValue("lteRbs", "LTE bandwidth in resource blocks (6, 15, 25, 50, 75, 100)", p.lteRbs);
-    cmd.AddValue("lteDistanceM", "UE to eNB distance (m)", p.lteDistanceM);
-    cmd.AddValue("lteEnbSpacingM", "distance between the two eNBs (lte-handover)", p.lteEnbSpacingM);
-    cmd.AddValue("lteRlcBufferBytes", "RLC UM transmit buffer (bytes)", p.lteRlcBufferBytes);
-    cmd.AddValue("lteBackhaulDelay", "PGW to core router delay", p.lteBackhaulDelay);
-    cmd.AddValue("event", "none, wifi-walk or lte-handover", p.event);
-    cmd.AddValue("eventAtS", "when the event starts (simulated seconds)", p.eventAtS);
-    cmd.AddValue("walkSpeedMps", "wifi-walk speed away from the access point (m/s)", p.walkSpeedMps);
+    options.Add("links", "comma-separated links in path order: lte, wifi, p2p (tap i is named after link i)", p.links);
+    options.Add("serverTap", "tap device toward the server namespace", p.serverTap);
+    options.Add("durationS", "stop after this many simulated seconds at the latest", p.durationS);
+    options.Add("statsFile", "write the final counters (JSON) here as well as to stdout", p.statsFile);
+    options.Add("readyFile", "written once every tap is open", p.readyFile);
+    options.Add("pcapDir", "capture each tap's LAN (router side) into this directory", p.pcapDir);
+    options.Add("lagSampleMs", "interval of the wall-clock vs simulation-clock probe", p.lagSampleMs);
+    options.Add("lagToleranceMs", "largest lag that still counts as keeping up with real time", p.lagToleranceMs);
+    options.Add("lagWarmupS", "lag before this simulated time counts as start-up, reported apart", p.lagWarmupS);
+    options.Add("hardLimitMs", "if > 0: SynchronizationMode HardLimit, abort when this far behind", p.hardLimitMs);
+    options.Add("p2pRate", "point-to-point link rate (each direction)", p.p2pRate);
+    options.Add("p2pDelay", "point-to-point one-way delay", p.p2pDelay);
+    options.Add("p2pErrorRate", "point-to-point packet loss probability (each direction)", p.p2pErrorRate);
+    options.Add("p2pQueuePackets", "point-to-point transmit queue (packets)", p.p2pQueuePackets);
+    options.Add("wifiMode", "802.11a PHY mode (OfdmRate6Mbps ... OfdmRate54Mbps) or Minstrel", p.wifiMode);
+    options.Add("wifiDistanceM", "station to access point distance at start (m)", p.wifiDistanceM);
+    options.Add("wifiBackhaulDelay", "access point to core router delay", p.wifiBackhaulDelay);
+    options.Add("lteRbs", "LTE bandwidth in resource blocks (6, 15, 25, 50, 75, 100)", p.lteRbs);
+    options.Add("lteDistanceM", "UE to eNB distance (m)", p.lteDistanceM);
+    options.Add("lteEnbSpacingM", "distance between the two eNBs (lte-handover)", p.lteEnbSpacingM);
+    options.Add("lteRlcBufferBytes", "RLC UM transmit buffer (bytes)", p.lteRlcBufferBytes);
+    options.Add("lteBackhaulDelay", "PGW to core router delay", p.lteBackhaulDelay);
+    options.Add("event", "none, wifi-walk or lte-handover", p.event);
+    options.Add("eventAtS", "when the event starts (simulated seconds)", p.eventAtS);
+    options.Add("walkSpeedMps", "wifi-walk speed away from the access point (m/s)", p.walkSpeedMps);
+    options.Add("stallAtS", "forced stall: when (simulated seconds; see --stallMs)", p.stallAtS);
+    options.Add("stallMs", "forced stall: block the simulator this long (wall-clock ms) at --stallAtS, so the run "
+                "falls behind real time on purpose (checks the verdict); 0 = off", p.stallMs);
     cmd.Parse(argc, argv);
 
     std::vector<std::string> links = SplitLinks(p.links);
@@ -297,6 +375,10 @@ main(int argc, char* argv[])
 
     RealtimeMonitor monitor(Time::FromDouble(p.lagSampleMs, Time::MS), Seconds(p.lagWarmupS), p.lagToleranceMs);
     monitor.Start();
+    if (p.stallMs > 0)
+    {
+        Simulator::Schedule(Seconds(p.stallAtS), &Stall, p.stallMs);
+    }
     if (!p.readyFile.empty())
     {
         // TapBridge opens its tap at time 0 (TapBridge::Start); 1 ms later all are open.
@@ -311,7 +393,7 @@ main(int argc, char* argv[])
     double wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
 
     std::ostringstream report;
-    WriteReport(report, p, counters, monitor, wallS);
+    WriteReport(report, p, options, counters, monitor, wallS);
     std::cout << report.str() << std::flush;
     if (!p.statsFile.empty())
     {

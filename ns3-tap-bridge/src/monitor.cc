@@ -143,6 +143,12 @@ RealtimeMonitor::Sample()
 {
     Ptr<RealtimeSimulatorImpl> impl = DynamicCast<RealtimeSimulatorImpl>(Simulator::GetImplementation());
     double lagMs = (impl->RealtimeNow() - Simulator::Now()).GetSeconds() * 1000.0;
+    size_t second = static_cast<size_t>(Simulator::Now().GetSeconds());
+    if (m_maxLagPerSecondMs.size() <= second)
+    {
+        m_maxLagPerSecondMs.resize(second + 1, 0.0);
+    }
+    m_maxLagPerSecondMs[second] = std::max(m_maxLagPerSecondMs[second], lagMs);
     if (Simulator::Now() < m_warmup)
     {
         m_startupMaxLagMs = std::max(m_startupMaxLagMs, lagMs);
@@ -187,10 +193,15 @@ RealtimeMonitor::WriteJson(std::ostream& out) const
     size_t late = std::count_if(sorted.begin(), sorted.end(), [this](double lag) { return lag > m_toleranceMs; });
     out << "{\"samples\": " << sorted.size() << ", \"interval_ms\": " << m_interval.GetMilliSeconds()
         << ", \"max_ms\": " << MaxLagMs() << ", \"max_at_s\": " << m_maxLagAtS << ", \"mean_ms\": " << mean
-        << ", \"p99_ms\": " << percentile(0.99) << ", \"p999_ms\": " << percentile(0.999)
+        << ", \"p50_ms\": " << percentile(0.5) << ", \"p99_ms\": " << percentile(0.99) << ", \"p999_ms\": " << percentile(0.999)
         << ", \"tolerance_ms\": " << m_toleranceMs << ", \"samples_over_tolerance\": " << late
         << ", \"warmup_s\": " << m_warmup.GetSeconds() << ", \"startup_max_ms\": " << m_startupMaxLagMs
-        << ", \"kept_up\": " << (KeptUp() ? "true" : "false") << "}";
+        << ", \"kept_up\": " << (KeptUp() ? "true" : "false") << ", \"max_ms_per_s\": [";
+    for (size_t second = 0; second < m_maxLagPerSecondMs.size(); ++second)
+    {
+        out << (second ? ", " : "") << m_maxLagPerSecondMs[second];
+    }
+    out << "]}";
 }
 
 } // namespace mptund

@@ -65,6 +65,9 @@ class RealtimeMonitor
     double m_startupMaxLagMs = 0;
     std::vector<double> m_lagMs;
     double m_maxLagAtS = 0;
+    /// Largest lag of each simulated second (start-up included): when a run fell
+    /// behind, and whether it caught up or stayed behind.
+    std::vector<double> m_maxLagPerSecondMs;
 };
 
 } // namespace mptund

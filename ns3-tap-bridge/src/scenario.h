@@ -58,6 +58,12 @@ struct Params
     std::string event = "none"; ///< none | wifi-walk | lte-handover
     double eventAtS = 10;       ///< when the event starts (simulation seconds)
     double walkSpeedMps = 20;   ///< wifi-walk: away from the AP; at 6 Mbit/s the link dies near 80-100 m
+
+    // Forced stall, to check that a run which falls behind is caught: at
+    // stallAtS one event blocks the simulator for stallMs of wall-clock time,
+    // as an expensive event or a descheduled process would.
+    double stallAtS = 2;        ///< simulated time of the stall
+    double stallMs = 0;         ///< 0 = no stall
 };
 
 /// Per-direction counters of one link, measured where traffic enters and leaves it.
