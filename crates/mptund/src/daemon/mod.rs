@@ -35,7 +35,9 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use crate::buffers::{BufferPool, HEADROOM, TAILROOM};
 use crate::config::{ClientConfig, Config, ServerConfig, TunConfig, DEFAULT_SOCKET_BUFFER_BYTES};
 use crate::mtu;
-use crate::session::{ClientCore, Core, Engine, Received, ServerCore, Transmit};
+use crate::session::{
+    ClientCore, Core, Engine, Outgoing, Received, ServerCore, Transmit, MAX_PATHS,
+};
 use hotplug::{LinkTable, LinkWatch};
 use ops::{Ops, OpsReady};
 use udp::{Binding, PathSocket};
@@ -268,6 +270,66 @@ struct EventLoop<C: Core> {
     options: RunOptions,
     /// Where a client keeps its handshake timestamp ceiling, if anywhere.
     timestamp_file: Option<state::TimestampFile>,
+}
+
+impl<C: Core> reload::RunningLoop<C> for EventLoop<C> {
+    fn tun_mtu(&self) -> u16 {
+        self.tun_mtu
+    }
+
+    fn core(&self) -> &C {
+        self.engine.core()
+    }
+
+    fn core_mut(&mut self) -> &mut C {
+        self.engine.core_mut()
+    }
+
+    fn produce<R>(
+        &mut self,
+        now: Instant,
+        step: impl FnOnce(&mut C, &mut Vec<Outgoing>) -> R,
+    ) -> R {
+        self.engine.produce(now, step)
+    }
+
+    fn free_socket_slots(&self, closing: usize) -> usize {
+        self.slots.iter().filter(|slot| slot.is_none()).count()
+            + closing
+            + MAX_PATHS.saturating_sub(self.slots.len())
+    }
+
+    fn release_socket_slot(&mut self, now: Instant, socket: usize) {
+        if let Some(slot) = self.slots.get_mut(socket) {
+            *slot = None;
+        }
+        self.fail_unsent(now, socket);
+        self.engine.fail_transmits(now, socket);
+    }
+
+    fn take_socket_slot(&mut self) -> usize {
+        match self.slots.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn open_path_socket(&mut self, now: Instant, socket: usize, name: String, binding: Binding) {
+        if let Some(slot) = self.slots.get_mut(socket) {
+            *slot = Some(Slot::new(name, Some(binding)));
+            self.open_socket(now, socket, false);
+        }
+    }
+
+    fn set_stats_interval(&mut self, now: Instant, interval: Option<Duration>) {
+        if self.stats_interval != interval {
+            self.stats_interval = interval;
+            self.next_stats = interval.map(|interval| now + interval);
+        }
+    }
 }
 
 /// What became of one send.

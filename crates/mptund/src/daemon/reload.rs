@@ -26,13 +26,35 @@
 //! capacity, the congestion controller, the maximum ACK delay, and a path whose MTU
 //! is smaller than the running TUN MTU.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::ops::Ops;
-use super::{interface_mtu, settings, EventLoop, Slot};
+use super::udp::Binding;
+use super::{interface_mtu, settings};
 use crate::config::{self, ClientConfig, Config, PathConfig, ServerConfig};
 use crate::mtu;
-use crate::session::{ClientCore, Core, ReconfigureError, ServerCore, MAX_PATHS};
+use crate::session::{ClientCore, Core, Outgoing, ReconfigureError, ServerCore};
+
+/// The running event loop as a reload sees it: its core, its socket slots, its TUN's
+/// MTU and its statistics timer. A reload reaches nothing else of the loop's state.
+pub(super) trait RunningLoop<C: Core> {
+    fn tun_mtu(&self) -> u16;
+    fn core(&self) -> &C;
+    fn core_mut(&mut self) -> &mut C;
+    /// Runs `step` on the core; what it produces goes out with the loop's sends.
+    fn produce<R>(&mut self, now: Instant, step: impl FnOnce(&mut C, &mut Vec<Outgoing>) -> R)
+        -> R;
+    /// Socket slots new paths can have once `closing` slots are given back.
+    fn free_socket_slots(&self, closing: usize) -> usize;
+    /// Gives back the slot `socket` of a removed path: its socket closes, and a send
+    /// that waited for it fails over to the other paths.
+    fn release_socket_slot(&mut self, now: Instant, socket: usize);
+    /// The slot a new path gets (a new one at the end when none is free).
+    fn take_socket_slot(&mut self) -> usize;
+    /// Puts path `name`, bound as `binding`, in slot `socket` and opens its socket.
+    fn open_path_socket(&mut self, now: Instant, socket: usize, name: String, binding: Binding);
+    fn set_stats_interval(&mut self, now: Instant, interval: Option<Duration>);
+}
 
 /// Why a valid new configuration was not applied; nothing of it is in effect.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +93,11 @@ fn role(config: &Config) -> &'static str {
 
 /// Handles one SIGHUP: tells systemd a reload is under way, validates the file, applies
 /// it through [`apply_reload`], logs the outcome and tells systemd it is ready again.
-pub(super) fn reload<E: ApplyConfig>(event_loop: &mut EventLoop<E>, ops: &mut Ops, now: Instant) {
+pub(super) fn reload<E: ApplyConfig>(
+    event_loop: &mut impl RunningLoop<E>,
+    ops: &mut Ops,
+    now: Instant,
+) {
     ops.notifier.reloading();
     let source = ops.config.source().to_path_buf();
     tracing::info!(config = %source.display(), "SIGHUP: reloading the configuration");
@@ -123,7 +149,7 @@ pub(super) fn reload<E: ApplyConfig>(event_loop: &mut EventLoop<E>, ops: &mut Op
 /// Applies `new`, a validated configuration, to the running daemon: all of it or,
 /// when something cannot change live, none of it.
 pub(super) fn apply_reload<E: ApplyConfig>(
-    event_loop: &mut EventLoop<E>,
+    event_loop: &mut impl RunningLoop<E>,
     running: &Config,
     new: Config,
     now: Instant,
@@ -235,7 +261,7 @@ pub(super) trait ApplyConfig: Core + Sized {
     /// Applies `new` (same role, nothing in it needs a restart); on error nothing
     /// changed.
     fn apply(
-        event_loop: &mut EventLoop<Self>,
+        event_loop: &mut impl RunningLoop<Self>,
         running: &Config,
         new: &Config,
         now: Instant,
@@ -302,7 +328,7 @@ impl<'a> PathChanges<'a> {
 
 impl ApplyConfig for ClientCore {
     fn apply(
-        event_loop: &mut EventLoop<Self>,
+        event_loop: &mut impl RunningLoop<Self>,
         running: &Config,
         new: &Config,
         now: Instant,
@@ -321,7 +347,7 @@ impl ApplyConfig for ClientCore {
             if let Some(interface) = &path.interface {
                 if let Ok(link_mtu) = interface_mtu(interface) {
                     let fits = mtu::tun_mtu([(link_mtu, path.endpoint.is_ipv6())]).unwrap_or(0);
-                    if fits < event_loop.tun_mtu {
+                    if fits < event_loop.tun_mtu() {
                         return Err(ReloadError::RestartNeeded {
                             field: format!(
                                 "path {:?} (interface {interface}, MTU {link_mtu})",
@@ -333,72 +359,50 @@ impl ApplyConfig for ClientCore {
                 }
             }
         }
-        let free_slots = event_loop
-            .slots
-            .iter()
-            .filter(|slot| slot.is_none())
-            .count()
-            + removed.len()
-            + MAX_PATHS.saturating_sub(event_loop.slots.len());
-        if added.len() > free_slots {
+        if added.len() > event_loop.free_socket_slots(removed.len()) {
             return Err(ReloadError::RestartNeeded {
                 field: "path".into(),
                 why: "there are no free socket slots",
             });
         }
-        if added.len() > event_loop.engine.core().path_ids_left() {
+        if added.len() > event_loop.core().path_ids_left() {
             return Err(ReloadError::RestartNeeded {
                 field: "path".into(),
                 why: "this session has used every path id the wire allows",
             });
         }
-        let session = settings::client_session(new, event_loop.tun_mtu);
-        event_loop.engine.core_mut().apply_settings(
+        let session = settings::client_session(new, event_loop.tun_mtu());
+        event_loop.core_mut().apply_settings(
             session,
             new.timers.handshake_retry,
             new.timers.session_timeout,
         );
 
         for path in &removed {
-            let socket = event_loop
-                .engine
-                .produce(now, |core, out| core.remove_path(now, &path.name, out))?;
-            if let Some(slot) = event_loop.slots.get_mut(socket) {
-                *slot = None;
-            }
-            event_loop.fail_unsent(now, socket);
-            event_loop.engine.fail_transmits(now, socket);
+            let socket =
+                event_loop.produce(now, |core, out| core.remove_path(now, &path.name, out))?;
+            event_loop.release_socket_slot(now, socket);
         }
         for path in &changed {
             event_loop
-                .engine
                 .core_mut()
                 .reconfigure_path(now, settings::client_path(new, path))?;
         }
         for path in &added {
-            let socket = match event_loop.slots.iter().position(Option::is_none) {
-                Some(free) => free,
-                None => {
-                    event_loop.slots.push(None);
-                    event_loop.slots.len() - 1
-                }
-            };
+            let socket = event_loop.take_socket_slot();
             event_loop
-                .engine
                 .core_mut()
                 .add_path(now, settings::client_path(new, path), socket)?;
-            event_loop.slots[socket] =
-                Some(Slot::new(path.name.clone(), Some(settings::binding(path))));
-            event_loop.open_socket(now, socket, false);
+            event_loop.open_path_socket(now, socket, path.name.clone(), settings::binding(path));
         }
-        set_stats_interval(event_loop, new.log.stats_interval, now);
+        event_loop.set_stats_interval(now, new.log.stats_interval);
         Ok(())
     }
 }
 
 impl ApplyConfig for ServerCore {
     fn apply(
-        event_loop: &mut EventLoop<Self>,
+        event_loop: &mut impl RunningLoop<Self>,
         _running: &Config,
         new: &Config,
         now: Instant,
@@ -411,40 +415,21 @@ impl ApplyConfig for ServerCore {
 }
 
 fn apply_server(
-    event_loop: &mut EventLoop<ServerCore>,
+    event_loop: &mut impl RunningLoop<ServerCore>,
     new: &ServerConfig,
     now: Instant,
 ) -> Result<(), ReloadError> {
-    let session = settings::server_session(new, event_loop.tun_mtu);
+    let session = settings::server_session(new, event_loop.tun_mtu());
     let path = settings::server_path(new);
-    event_loop.engine.core_mut().apply_settings(
-        now,
-        session,
-        path,
-        new.timers.session_idle_timeout,
-    );
-    let peers = settings::peers(new);
     event_loop
-        .engine
-        .produce(now, |core, out| core.set_peers(now, peers, out));
-    event_loop
-        .engine
         .core_mut()
-        .set_handshake_limits(new.handshake);
-    event_loop.engine.core_mut().set_limits(new.limits);
-    set_stats_interval(event_loop, new.log.stats_interval, now);
+        .apply_settings(now, session, path, new.timers.session_idle_timeout);
+    let peers = settings::peers(new);
+    event_loop.produce(now, |core, out| core.set_peers(now, peers, out));
+    event_loop.core_mut().set_handshake_limits(new.handshake);
+    event_loop.core_mut().set_limits(new.limits);
+    event_loop.set_stats_interval(now, new.log.stats_interval);
     Ok(())
-}
-
-fn set_stats_interval<C: Core>(
-    event_loop: &mut EventLoop<C>,
-    interval: Option<std::time::Duration>,
-    now: Instant,
-) {
-    if event_loop.stats_interval != interval {
-        event_loop.stats_interval = interval;
-        event_loop.next_stats = interval.map(|interval| now + interval);
-    }
 }
 
 #[cfg(test)]
@@ -462,6 +447,121 @@ mod tests {
 
     const LTE: &str = "[[path]]\nname = \"lte\"\ninterface = \"wwan0\"\n";
     const WIFI: &str = "[[path]]\nname = \"wifi\"\ninterface = \"wlan0\"\n";
+
+    /// The loop as a reload sees it, recording what the reload asked of it.
+    struct RecordingLoop {
+        core: ClientCore,
+        /// Path names by socket slot; `None` is a free slot.
+        slots: Vec<Option<String>>,
+        released: Vec<usize>,
+        stats_interval: Option<Duration>,
+    }
+
+    impl RecordingLoop {
+        fn running(config: &ClientConfig) -> Self {
+            let settings = settings::client(config, 1400);
+            let pool = crate::daemon::pool_for(1400, &settings.session.reorder);
+            Self {
+                core: ClientCore::new(Instant::now(), Box::new(|| 0), settings, pool),
+                slots: config
+                    .paths
+                    .iter()
+                    .map(|path| Some(path.name.clone()))
+                    .collect(),
+                released: Vec::new(),
+                stats_interval: config.log.stats_interval,
+            }
+        }
+    }
+
+    impl RunningLoop<ClientCore> for RecordingLoop {
+        fn tun_mtu(&self) -> u16 {
+            1400
+        }
+        fn core(&self) -> &ClientCore {
+            &self.core
+        }
+        fn core_mut(&mut self) -> &mut ClientCore {
+            &mut self.core
+        }
+        fn produce<R>(
+            &mut self,
+            _now: Instant,
+            step: impl FnOnce(&mut ClientCore, &mut Vec<Outgoing>) -> R,
+        ) -> R {
+            step(&mut self.core, &mut Vec::new())
+        }
+        fn free_socket_slots(&self, closing: usize) -> usize {
+            let free = self.slots.iter().filter(|slot| slot.is_none()).count();
+            free + closing + crate::session::MAX_PATHS - self.slots.len()
+        }
+        fn release_socket_slot(&mut self, _now: Instant, socket: usize) {
+            self.slots[socket] = None;
+            self.released.push(socket);
+        }
+        fn take_socket_slot(&mut self) -> usize {
+            self.slots
+                .iter()
+                .position(Option::is_none)
+                .unwrap_or_else(|| {
+                    self.slots.push(None);
+                    self.slots.len() - 1
+                })
+        }
+        fn open_path_socket(&mut self, _now: Instant, socket: usize, name: String, _: Binding) {
+            self.slots[socket] = Some(name);
+        }
+        fn set_stats_interval(&mut self, _now: Instant, interval: Option<Duration>) {
+            self.stats_interval = interval;
+        }
+    }
+
+    #[test]
+    fn a_replaced_path_gives_its_socket_slot_to_the_new_one() {
+        const FIVE_G: &str = "[[path]]\nname = \"5g\"\ninterface = \"wwan1\"\n";
+        let running = client(&format!("{LTE}{WIFI}"));
+        let mut event_loop = RecordingLoop::running(&running);
+        let ids_left = event_loop.core.path_ids_left();
+        let new = client(&format!("{WIFI}{FIVE_G}[log]\nstats_interval_ms = 5000\n"));
+        let reloaded = apply_reload(
+            &mut event_loop,
+            &Config::Client(running),
+            Config::Client(new),
+            Instant::now(),
+        );
+        assert_eq!(reloaded.unwrap(), Reloaded::Applied);
+        assert_eq!(event_loop.released, [0]);
+        assert_eq!(
+            event_loop.slots,
+            [Some("5g".to_owned()), Some("wifi".to_owned())]
+        );
+        assert_eq!(event_loop.core.path_ids_left(), ids_left - 1);
+        assert_eq!(event_loop.stats_interval, Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_reload_with_more_paths_than_socket_slots_changes_nothing() {
+        let running = client(LTE);
+        let mut event_loop = RecordingLoop::running(&running);
+        event_loop
+            .slots
+            .resize(crate::session::MAX_PATHS, Some("taken".to_owned()));
+        let ids_left = event_loop.core.path_ids_left();
+        let new = client(&format!("{LTE}{WIFI}"));
+        let refused = apply_reload(
+            &mut event_loop,
+            &Config::Client(running),
+            Config::Client(new),
+            Instant::now(),
+        );
+        assert!(
+            matches!(refused, Err(ReloadError::RestartNeeded { ref field, .. }) if field == "path"),
+            "{refused:?}"
+        );
+        assert!(event_loop.released.is_empty());
+        assert_eq!(event_loop.slots.len(), crate::session::MAX_PATHS);
+        assert_eq!(event_loop.core.path_ids_left(), ids_left);
+    }
 
     #[test]
     fn a_new_cipher_needs_a_restart() {
