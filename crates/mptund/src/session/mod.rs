@@ -35,6 +35,7 @@ mod migration;
 mod path;
 mod queue;
 mod receive;
+mod receiver;
 mod reconfigure;
 mod report;
 mod resend;
@@ -54,8 +55,7 @@ use std::time::{Duration, Instant};
 
 use mptund_probe::{ControllerChoice, Liveness, LostPacket, ProbeConfig};
 use mptund_sched::{
-    AdaptiveHold, AnyScheduler, DelayEqualizer, DelayLine, Equalization, HoldBounds, PathId,
-    PathView, ReorderBuffer, ReorderConfig, SchedulerChoice, SeqNo,
+    AnyScheduler, Equalization, HoldBounds, PathId, PathView, ReorderConfig, SchedulerChoice, SeqNo,
 };
 
 pub use client::{ClientCore, ClientPathSettings, ClientSettings, ReconfigureError};
@@ -75,6 +75,7 @@ use crate::buffers::{BufferPool, Packet};
 use crate::counters::DropReason;
 use crate::crypto::KeyLifetime;
 use crate::wire::{self, SessionId};
+use receiver::Receiver;
 
 /// A datagram the daemon should send: finished, or still to be sealed by its session
 /// when the socket takes it ([`Core::seal`]).
@@ -281,26 +282,6 @@ struct Sender {
     copies: Vec<(SeqNo, Packet)>,
 }
 
-/// What the session receives: the reorder buffer that hands inner packets to the TUN
-/// in order, and the hold it waits for a gap (the replay windows are the keys', the
-/// acknowledgements the paths').
-struct Receiver {
-    reorder: ReorderBuffer<Inbound>,
-    /// Sets the reorder buffer's hold from the paths' delays, when configured.
-    adaptive_hold: Option<AdaptiveHold>,
-    /// How long each arriving packet waits to be handed on at one delay, when configured.
-    equalizer: Option<DelayEqualizer>,
-    /// Packets in order, waiting for their equalized delivery time.
-    delay_line: DelayLine<Packet>,
-}
-
-/// An inner packet in the reorder buffer with the earliest time it may be handed on.
-#[derive(Debug)]
-struct Inbound {
-    packet: Packet,
-    not_before: Instant,
-}
-
 /// Session-wide counters beyond the per-path ones.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SessionCounters {
@@ -355,14 +336,7 @@ impl Session {
                 lost: Vec::new(),
                 copies: Vec::new(),
             },
-            receiver: Receiver {
-                reorder: ReorderBuffer::new(settings.reorder, SeqNo(0)),
-                adaptive_hold: settings.adaptive_hold.map(AdaptiveHold::new),
-                equalizer: settings.equalize_delay.map(|equalization| {
-                    DelayEqualizer::new(equalization, settings.reorder.max_hold)
-                }),
-                delay_line: DelayLine::default(),
-            },
+            receiver: Receiver::new(settings),
             paths,
             epoch: now,
             established: now,
@@ -383,7 +357,7 @@ impl Session {
     /// Elementary steps taken so far, the reorder buffer's included (see
     /// `work_units`); grows by a bounded amount per datagram.
     pub fn work_units(&self) -> u64 {
-        self.work_units + self.receiver.reorder.work_units()
+        self.work_units + self.receiver.work_units()
     }
 
     /// Microseconds since the session started, as carried in the wire's 32-bit
@@ -428,13 +402,12 @@ impl Session {
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut earliest = self.receiver.reorder.poll_timeout();
+        let mut earliest = self.receiver.poll_timeout();
         let mut consider = |at: Option<Instant>| {
             if let Some(at) = at {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
             }
         };
-        consider(self.receiver.delay_line.poll_timeout());
         for path in &self.paths {
             consider(path.poll_timeout());
             consider(self.next_ping(path));
@@ -449,7 +422,7 @@ impl Session {
     pub fn deadlines(&self) -> String {
         let mut text = format!(
             "reorder={:?} queue={:?}/{}",
-            self.receiver.reorder.poll_timeout(),
+            self.receiver.reorder_deadline(),
             self.send_queue_deadline(),
             self.sender.send_queue.len()
         );
@@ -478,7 +451,7 @@ impl Session {
         drops: &mut crate::counters::DropCounters,
         out: &mut Vec<Outgoing>,
     ) {
-        self.drain_releasable(now, deliver);
+        self.receiver.drain_releasable(now, deliver);
         for index in 0..self.paths.len() {
             let session = self.local_id.0;
             self.sender.lost.clear();
@@ -512,7 +485,7 @@ impl Session {
     }
 
     pub fn reorder_stats(&self) -> mptund_sched::ReorderStats {
-        self.receiver.reorder.stats()
+        self.receiver.stats()
     }
 
     pub fn max_inner_len(&self) -> usize {
@@ -529,31 +502,22 @@ impl Session {
 
     /// The reorder buffer's hold in force.
     pub fn reorder_hold(&self) -> Duration {
-        self.receiver.reorder.max_hold()
+        self.receiver.max_hold()
     }
 
     pub fn reorder_len(&self) -> usize {
-        self.receiver.reorder.len() + self.receiver.delay_line.len()
+        self.receiver.held_packets()
     }
 
     /// How much later than its fastest path the inner flow is served to even out the
     /// paths' delays (zero when equalization is off or one path carries the data).
     pub fn equalized_delay(&self, now: Instant) -> Duration {
-        self.receiver
-            .equalizer
-            .as_ref()
-            .map_or(Duration::ZERO, |equalizer| equalizer.added_delay(now))
+        self.receiver.equalized_delay(now)
     }
 
     /// Returns every buffer the session holds to the pool when it ends.
     fn recycle_buffers(&mut self, now: Instant, pool: &mut BufferPool) {
-        let far_future = now + Duration::from_secs(3600);
-        while let Some(inbound) = self.receiver.reorder.poll_release(far_future) {
-            pool.recycle(inbound.packet);
-        }
-        for packet in self.receiver.delay_line.drain() {
-            pool.recycle(packet);
-        }
+        self.receiver.recycle_all(now, pool);
         self.sender.send_queue.recycle_all(pool);
         self.sender.resend_queue.recycle_all(pool);
         for path in &mut self.paths {

@@ -15,9 +15,8 @@ use mptund_sched::{PathId, RejectReason, SeqNo};
 
 use super::fec::{self, Decoded, ParityDecoder};
 use super::keyring::{KeySlot, Opened};
-use super::{
-    inner, refuse, Inbound, Outgoing, PathSettings, Received, Receiver, Session, SessionPath,
-};
+use super::receiver::Inbound;
+use super::{inner, refuse, Outgoing, PathSettings, Received, Session, SessionPath};
 use crate::buffers::{BufferPool, Packet, HEADROOM};
 use crate::config::IpNet;
 use crate::counters::{DropCounters, DropReason};
@@ -332,7 +331,7 @@ impl Session {
             packet: plaintext,
             not_before: now + wait,
         };
-        if let Err(rejected) = self.receiver.reorder.insert(now, seq, inbound) {
+        if let Err(rejected) = self.receiver.insert(now, seq, inbound) {
             let reason = match rejected.reason {
                 RejectReason::Duplicate => DropReason::Duplicate,
                 RejectReason::TooOld => DropReason::TooOld,
@@ -347,13 +346,7 @@ impl Session {
                 &format_args!("inner packet seq {}", seq.0),
             );
         }
-        if let Some(wait) = self.receiver.reorder.take_needed_wait() {
-            if let Some(hold) = &mut self.receiver.adaptive_hold {
-                hold.on_needed_wait(now, wait);
-                self.receiver.reorder.set_max_hold(hold.target(now));
-            }
-        }
-        self.drain_releasable(now, deliver);
+        self.receiver.drain_releasable(now, deliver);
     }
 
     /// A parity for the data datagrams of path `index`: rebuilds the one member that
@@ -492,7 +485,7 @@ impl Session {
         let mut eliciting = false;
         let mut acked_paths = 0u64;
         let mut newest_challenge = None;
-        let mut give_up_left = self.receiver.reorder.capacity() as u32;
+        let mut give_up_left = self.receiver.capacity() as u32;
         for (count, frame) in wire::frames(frames).enumerate() {
             if count == MAX_FRAMES_PER_DATAGRAM {
                 drops.record(
@@ -545,8 +538,7 @@ impl Session {
                     let count = u32::from(count).min(give_up_left);
                     if count > 0 {
                         give_up_left -= count;
-                        let reorder = &mut self.receiver.reorder;
-                        reorder.give_up_range(SeqNo(first_seq), count);
+                        self.receiver.give_up_range(SeqNo(first_seq), count);
                     }
                 }
                 Ok(Frame::PathChallenge { token }) => newest_challenge = Some(token),
@@ -626,35 +618,9 @@ impl Session {
     ) -> Duration {
         let path = self.paths[index].id;
         let raw_owd_us = local_us.wrapping_sub(tx_time_us);
-        if let Some(hold) = &mut self.receiver.adaptive_hold {
-            hold.on_arrival(now, path, raw_owd_us);
-            hold.set_repair_time(repair_time(&self.paths));
-            self.receiver.reorder.set_max_hold(hold.target(now));
-        }
+        let repair_time = repair_time(&self.paths);
         self.receiver
-            .equalizer
-            .as_mut()
-            .map_or(Duration::ZERO, |equalizer| {
-                equalizer.on_arrival(now, path, raw_owd_us, carries_data)
-            })
-    }
-
-    /// Moves every packet that is in order and due now to `deliver`: through the delay
-    /// line, which keeps back those that would overtake the inner flow's delay.
-    pub(super) fn drain_releasable(&mut self, now: Instant, deliver: &mut VecDeque<Packet>) {
-        let Receiver {
-            reorder,
-            delay_line,
-            ..
-        } = &mut self.receiver;
-        while let Some(inbound) = reorder.poll_release(now) {
-            if let Some(packet) = delay_line.push(now, inbound.not_before, inbound.packet) {
-                deliver.push_back(packet);
-            }
-        }
-        while let Some(packet) = delay_line.poll_release(now) {
-            deliver.push_back(packet);
-        }
+            .on_arrival(now, path, raw_owd_us, carries_data, repair_time)
     }
 }
 

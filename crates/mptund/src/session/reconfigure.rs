@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use mptund_sched::{AdaptiveHold, AnyScheduler, DelayEqualizer, PathId};
+use mptund_sched::{AnyScheduler, PathId};
 
 use super::queue::SendQueue;
 use super::{Outgoing, PathSettings, Session, SessionPath, SessionSettings};
@@ -67,12 +67,7 @@ impl Session {
         self.paths[index].socket_open = false;
         self.reinject_everything_in_flight(now, index, pool, drops, out);
         let path = self.paths.remove(index);
-        if let Some(hold) = &mut self.receiver.adaptive_hold {
-            hold.forget(path.id);
-        }
-        if let Some(equalizer) = &mut self.receiver.equalizer {
-            equalizer.forget(path.id);
-        }
+        self.receiver.forget_path(path.id);
         tracing::info!(session = self.local_id.0, path = %path.name, id = path.id.0, "path removed");
         path
     }
@@ -100,32 +95,7 @@ impl Session {
             self.set_scheduler(scheduler);
         }
         self.keys.set_lifetime(settings.key_lifetime);
-        match (settings.adaptive_hold, &mut self.receiver.adaptive_hold) {
-            (Some(bounds), Some(hold)) => hold.set_bounds(bounds),
-            (Some(bounds), None) => self.receiver.adaptive_hold = Some(AdaptiveHold::new(bounds)),
-            (None, _) => {
-                self.receiver.adaptive_hold = None;
-                self.receiver
-                    .reorder
-                    .set_max_hold(settings.reorder.max_hold);
-            }
-        }
-        if settings.adaptive_hold.is_some()
-            && self.receiver.reorder.max_hold() > settings.reorder.max_hold
-        {
-            // Until the next arrival recomputes it, the hold stays within the new bound.
-            self.receiver
-                .reorder
-                .set_max_hold(settings.reorder.max_hold);
-        }
-        if settings.equalize_delay != self.settings.equalize_delay {
-            // Packets already in the delay line keep their times.
-            self.receiver.equalizer = settings
-                .equalize_delay
-                .map(|equalization| DelayEqualizer::new(equalization, settings.reorder.max_hold));
-        } else if let Some(equalizer) = &mut self.receiver.equalizer {
-            equalizer.set_cap(settings.reorder.max_hold);
-        }
+        self.receiver.apply_settings(settings, &self.settings);
         if settings.send_queue.capacity_packets != self.settings.send_queue.capacity_packets
             || settings.send_queue.max_sojourn != self.settings.send_queue.max_sojourn
             || settings.send_queue.codel.target != self.settings.send_queue.codel.target

@@ -19,7 +19,7 @@
 )]
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{refuse, Session, SessionPath};
 use crate::buffers::{BufferPool, Packet};
@@ -125,7 +125,7 @@ impl MemoryLedger {
 impl Session {
     /// Packet buffers the session holds, as the budget counts them.
     pub fn held_packets(&self) -> usize {
-        let receiver = self.receiver.reorder.len() + self.receiver.delay_line.len();
+        let receiver = self.receiver.held_packets();
         let sender = self.sender.send_queue.len() + self.sender.resend_queue.packets.len();
         let paths: usize = self.paths.iter().map(SessionPath::held_packets).sum();
         receiver + sender + paths
@@ -156,13 +156,9 @@ impl Session {
         deliver: &mut VecDeque<Packet>,
         drops: &mut DropCounters,
     ) {
-        // Far enough ahead that every gap's hold has run out.
-        let gaps_expired = now + self.receiver.reorder.max_hold() + Duration::from_secs(1);
         while self.held_packets() > limit {
-            if let Some(packet) = self.receiver.delay_line.poll_release(gaps_expired) {
+            if let Some(packet) = self.receiver.release_early(now) {
                 deliver.push_back(packet);
-            } else if let Some(inbound) = self.receiver.reorder.poll_release(gaps_expired) {
-                deliver.push_back(inbound.packet);
             } else if let Some(path) = self.paths.iter_mut().rev().find(|p| p.rebuild.is_some()) {
                 // A decoder only rebuilds what a path may lose, and a peer makes one with
                 // a single Parity datagram: it goes before any packet does. Were it kept,
