@@ -83,6 +83,9 @@ pub struct SessionPath {
     /// unsealed: in flight as far as the window and the scheduler are concerned, not
     /// yet for the probe (whose send times start when the socket takes them).
     unsealed_bytes: u64,
+    /// Those datagrams: each holds its inner packet's buffer, which becomes the copy
+    /// kept for repair when it is sealed, so the memory budget counts it from now.
+    unsealed_packets: usize,
     kept: VecDeque<Kept>,
     next_packet_number: u32,
     pub last_received: Option<Instant>,
@@ -219,6 +222,7 @@ impl SessionPath {
             pacer: Pacer::new(session.probe.max_datagram_size),
             pacing_ready_at: None,
             unsealed_bytes: 0,
+            unsealed_packets: 0,
             kept: VecDeque::new(),
             next_packet_number: 0,
             last_received: None,
@@ -355,6 +359,7 @@ impl SessionPath {
     /// waits for the socket (see [`SessionPath::on_data_sealed`]).
     pub fn on_data_assigned(&mut self, now: Instant, assigned_len: usize) {
         self.unsealed_bytes += assigned_len as u64;
+        self.unsealed_packets += 1;
         self.pacer.on_sent(now, assigned_len as u64);
     }
 
@@ -377,6 +382,7 @@ impl SessionPath {
     /// A data datagram assigned as `assigned_len` bytes will not be sent after all.
     pub fn on_data_unsent(&mut self, assigned_len: usize) {
         self.unsealed_bytes = self.unsealed_bytes.saturating_sub(assigned_len as u64);
+        self.unsealed_packets = self.unsealed_packets.saturating_sub(1);
     }
 
     /// Bytes in flight, those waiting for the socket unsealed included.
@@ -466,14 +472,15 @@ impl SessionPath {
         }
     }
 
-    /// Packet buffers the path holds: copies kept for repair, and its parity decoder.
+    /// Packet buffers the path holds: copies kept for repair, inner packets waiting
+    /// unsealed for the socket, and its parity decoder.
     pub fn held_packets(&self) -> usize {
         let decoder = if self.rebuild.is_some() {
             fec::DECODER_BUFFERS
         } else {
             0
         };
-        self.kept.len() + decoder
+        self.kept.len() + self.unsealed_packets + decoder
     }
 
     pub fn recycle_in_flight(&mut self, pool: &mut BufferPool) {

@@ -18,9 +18,10 @@ use mptund_sched::{
 
 use super::classify::classify;
 use super::path::ForwardDelayReference;
-use super::{Outgoing, Session, SessionPath, Unsealed};
+use super::{refuse, Outgoing, Session, SessionPath, Unsealed};
 use crate::buffers::{BufferPool, Packet, MAX_PIGGYBACK};
 use crate::counters::DropCounters;
+use crate::counters::DropReason;
 use crate::wire::{
     self, ControlMeta, DataMeta, Frame, PacketType, TransportLayout, CONTROL_META_LEN,
     DATA_META_LEN, PARITY_META_LEN, PIGGYBACK_LEN_FIELD,
@@ -85,6 +86,12 @@ impl Session {
             .send_queue
             .tcp_flows
             .is_retransmission(packet.bytes());
+        // A new packet is a buffer more, waiting or kept for repair: within the
+        // session's share of the memory budget, as queued ones are (`enqueue`).
+        if self.at_buffer_limit() {
+            let detail = "the session holds its share of the memory budget";
+            return refuse(pool, drops, packet, now, DropReason::MemoryBudget, &detail);
+        }
         if self.sender.send_queue.packets.is_empty() && self.sender.resend_queue.packets.is_empty()
         {
             let seq = self.sender.next_seq;
@@ -199,6 +206,9 @@ impl Session {
                     };
                     let copy = if Some(id) == last {
                         original.take()
+                    } else if self.at_buffer_limit() {
+                        // A copy is a buffer more; the original still goes.
+                        None
                     } else {
                         original
                             .as_ref()
