@@ -7,6 +7,7 @@
 //!
 //! `cargo bench -p mptund --bench datapath`
 
+use std::collections::VecDeque;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -16,9 +17,7 @@ use mptund::buffers::HEADROOM;
 use mptund::config::{ControllerChoice, SchedulerChoice};
 use mptund::crypto::{Aead, OpeningKey, SealingKey};
 use mptund::keys::PrivateKey;
-use mptund::session::testing::{
-    client_settings, pool, seal_all, server_settings, session_settings,
-};
+use mptund::session::testing::{client_settings, pool, server_settings, session_settings};
 use mptund::session::{ClientCore, Core, Outgoing, Received, ServerCore};
 use mptund::wire::{TAG_LEN, TRANSPORT_HEADER_LEN};
 
@@ -97,6 +96,8 @@ struct Pair {
     out: Vec<Outgoing>,
     packet: Vec<u8>,
     delivered: u64,
+    /// Where datagrams are sealed, as the loop's send buffer.
+    send_buffer: Vec<u8>,
 }
 
 impl Pair {
@@ -145,6 +146,7 @@ impl Pair {
             out: Vec::new(),
             packet,
             delivered: 0,
+            send_buffer: Vec::with_capacity(u16::MAX as usize),
         };
         for socket in 0..paths {
             pair.client
@@ -190,6 +192,7 @@ impl Pair {
                     local_ip: Some(SERVER_ADDR.ip()),
                 },
                 self.now,
+                &mut self.send_buffer,
                 &mut to_client,
             );
             self.server.flush_acks(self.now, &mut to_client);
@@ -205,6 +208,7 @@ impl Pair {
                     local_ip: None,
                 },
                 self.now,
+                &mut self.send_buffer,
                 &mut self.out,
             );
             while let Some(packet) = self.server.poll_tun_packet() {
@@ -242,23 +246,32 @@ fn client_address(socket: usize) -> SocketAddr {
 }
 
 /// Hands what `from` sent to `to` as received datagrams, each arriving as `received`
-/// says; what `to` answers goes to `out`.
+/// says; what `to` answers goes to `out`. Each datagram is sealed into one reused
+/// buffer as the loop's `poll_transmit` seals it into its send buffer, and copied
+/// from there into a packet of `to`'s, as a socket read would.
 fn carry(
     from: &mut impl Core,
     to: &mut impl Core,
     sent: Vec<Outgoing>,
     received: impl Fn(&Outgoing) -> Received,
     now: Instant,
+    buffer: &mut Vec<u8>,
     out: &mut Vec<Outgoing>,
 ) {
-    let mut sent = sent;
-    seal_all(from, now, &mut sent);
-    for outgoing in sent {
-        let received = received(&outgoing);
-        let packet = to.pool().take_copy(outgoing.packet.bytes());
-        from.pool().recycle(outgoing.packet);
-        if let Some(packet) = packet {
-            to.handle_datagram(now, received, packet, out);
+    let mut waiting: VecDeque<Outgoing> = sent.into();
+    let mut follow = Vec::new();
+    while let Some(outgoing) = waiting.pop_front() {
+        let arrives_as = received(&outgoing);
+        buffer.clear();
+        let sealed = from.seal(now, outgoing, buffer, true, &mut follow);
+        for next in follow.drain(..).rev() {
+            waiting.push_front(next);
+        }
+        if sealed.is_none() {
+            continue;
+        }
+        if let Some(packet) = to.pool().take_copy(buffer) {
+            to.handle_datagram(now, arrives_as, packet, out);
         }
     }
 }
