@@ -20,8 +20,7 @@ use super::classify::classify;
 use super::path::ForwardDelayReference;
 use super::{refuse, Outgoing, Session, SessionPath, Unsealed};
 use crate::buffers::{BufferPool, Packet, MAX_PIGGYBACK};
-use crate::counters::DropCounters;
-use crate::counters::DropReason;
+use crate::counters::{DropCounters, DropReason};
 use crate::wire::{
     self, ControlMeta, DataMeta, Frame, PacketType, TransportLayout, CONTROL_META_LEN,
     DATA_META_LEN, PARITY_META_LEN, PIGGYBACK_LEN_FIELD,
