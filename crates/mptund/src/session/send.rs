@@ -734,11 +734,9 @@ pub(super) fn seal_for(
     drops: &mut DropCounters,
     follow: &mut Vec<Outgoing>,
 ) -> Option<usize> {
-    if outgoing.unsealed.is_none() {
-        return Some(append_finished(outgoing.packet, buffer, pool));
-    }
     match session {
         Some(session) => session.seal(now, outgoing, buffer, piggyback, pool, drops, follow),
+        None if outgoing.unsealed.is_none() => Some(append_finished(outgoing.packet, buffer, pool)),
         None => {
             drops.record(
                 now,
