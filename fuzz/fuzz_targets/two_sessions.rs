@@ -15,9 +15,10 @@
 //! server's bounds after every step (`fuzz/src/bounds.rs`).
 //!
 //! The memory budget is shared by the busy sessions, and a peer may hold two at once
-//! (its session and a newer one its client is confirming): the genuine client sends
-//! at most a third of the budget per execution, so its share always covers what it
-//! holds and the budget's fair split never drops its packets by design.
+//! (its session and a newer one its client is confirming): what the genuine client's
+//! session may hold, its packets and a parity decoder on each of its paths, is at
+//! most a third of the budget, so its share always covers it and the budget's fair
+//! split never cuts it back by design.
 #![no_main]
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -31,16 +32,18 @@ use mptund::handshake::{self, PendingHandshake};
 use mptund::session::inner::inspect;
 use mptund::session::{
     ClientCore, ClientPathSettings, ClientSettings, Core, Outgoing, PeerSettings, Received,
-    ServerCore, ServerSettings,
+    ServerCore, ServerSettings, PARITY_DECODER_BUFFERS,
 };
 use mptund::wire::{self, SessionId, HANDSHAKE_INIT_LEN};
 use mptund_fuzz::*;
 
-/// Inner packets the genuine client sends per execution: under a third of
-/// [`BUDGET_BUFFERS`], so its share holds them all even with three busy sessions.
+/// Inner packets the genuine client sends per execution.
 const MAX_GENUINE_PACKETS: usize = 96;
-/// The server's memory budget here, in packet buffers.
-const BUDGET_BUFFERS: u64 = 320;
+/// The server's memory budget here, in packet buffers: three times what the genuine
+/// client's session may hold (its packets, and a parity decoder on each path once
+/// its client sends parity), so its share covers that with three busy sessions.
+const BUDGET_BUFFERS: u64 =
+    3 * (MAX_GENUINE_PACKETS + CLIENT_PATHS * PARITY_DECODER_BUFFERS) as u64;
 /// Inner packets per send action.
 const PACKETS_PER_SEND: u8 = 8;
 /// Datagrams in one hostile burst.

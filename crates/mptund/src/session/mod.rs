@@ -61,6 +61,7 @@ use mptund_sched::{
 pub use client::{ClientCore, ClientPathSettings, ClientSettings, ReconfigureError};
 pub use codel::CoDelConfig;
 pub use engine::Engine;
+pub use fec::DECODER_BUFFERS as PARITY_DECODER_BUFFERS;
 pub use keyring::KeyPair;
 pub use path::{PathSettings, SessionPath};
 pub use queue::SendQueueConfig;
