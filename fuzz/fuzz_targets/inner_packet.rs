@@ -51,7 +51,11 @@ fn check_ecn_mark(packet: &[u8]) {
         let header_len = usize::from(packet[0] & 0x0f) * 4;
         if let (Some(before), Some(after)) = (packet.get(..header_len), marked.get(..header_len)) {
             if ones_complement_sum(before) == 0xffff {
-                assert_eq!(ones_complement_sum(after), 0xffff, "the checksum stays valid");
+                assert_eq!(
+                    ones_complement_sum(after),
+                    0xffff,
+                    "the checksum stays valid"
+                );
             }
         }
     } else {

@@ -18,8 +18,8 @@ use arbitrary::Arbitrary;
 use mptund::buffers::{BufferPool, Packet, HEADROOM};
 use mptund::config::SchedulerChoice;
 use mptund::keys::{PrivateKey, PublicKey};
-use mptund::session::{Core, Outgoing, Received, ServerLimits};
 pub use mptund::session::testing::seal_all;
+use mptund::session::{Core, Outgoing, Received, ServerLimits};
 use mptund::wire;
 
 /// TUN MTU of both cores.
@@ -97,8 +97,11 @@ pub fn source_addr(choice: u8) -> SocketAddr {
 }
 
 pub fn session_settings() -> mptund::session::SessionSettings {
-    let mut settings =
-        mptund::session::testing::session_settings(SchedulerChoice::RoundRobin, Duration::from_millis(100), MTU);
+    let mut settings = mptund::session::testing::session_settings(
+        SchedulerChoice::RoundRobin,
+        Duration::from_millis(100),
+        MTU,
+    );
     // The forged timestamps reach the delay equalization too.
     settings.equalize_delay = Some(mptund_sched::Equalization {
         scope: mptund_sched::EqualizeScope::AllPaths,
