@@ -296,8 +296,8 @@ impl ClientCore {
             .ok_or_else(|| ReconfigureError::UnknownPath(name.to_owned()))?;
         let socket = match &mut self.session {
             Some(session) => {
-                let mut path =
-                    session.remove_path(now, index, &mut self.pool, &mut self.drops, out);
+                let mut path = session.remove_path(now, index, &mut self.pool, &mut self.drops);
+                session.take_outbox(out);
                 path.recycle_in_flight(&mut self.pool);
                 path.socket
             }
@@ -587,7 +587,8 @@ impl ClientCore {
                 .rtt
                 .on_sample(now.saturating_duration_since(handshaking.sent_at));
             // The server routes to the new session once it has seen these keys used.
-            session.ping(now, index, &mut self.pool, out);
+            session.ping(now, index, &mut self.pool);
+            session.take_outbox(out);
         }
         self.sessions_established += 1;
         tracing::info!(
@@ -634,7 +635,8 @@ impl ClientCore {
             .iter()
             .position(|path| path.socket == received.socket && path.socket_open)
         {
-            session.ping(now, index, &mut self.pool, out);
+            session.ping(now, index, &mut self.pool);
+            session.take_outbox(out);
         }
     }
 
@@ -672,7 +674,8 @@ impl Core for ClientCore {
                 &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
             );
         }
-        session.send_inner(now, packet, &mut self.pool, &mut self.drops, out);
+        session.send_inner(now, packet, &mut self.pool, &mut self.drops);
+        session.take_outbox(out);
     }
 
     fn handle_datagram(
@@ -728,7 +731,6 @@ impl Core for ClientCore {
                     pool: &mut self.pool,
                     drops: &mut self.drops,
                     deliver: &mut self.deliver,
-                    out,
                     allowed_sources: None,
                 };
                 let arrival = ArrivalPath::BySocket;
@@ -741,6 +743,7 @@ impl Core for ClientCore {
                     arrival,
                     context,
                 );
+                session.take_outbox(out);
                 if session.peer_closed {
                     self.end_session(now, "the server closed it");
                     // Every client of a server that shuts down hears this at once:
@@ -764,7 +767,8 @@ impl Core for ClientCore {
 
     fn flush_acks(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         if let Some(session) = &mut self.session {
-            session.send_due_acks(now, false, &mut self.pool, out);
+            session.send_due_acks(now, false, &mut self.pool);
+            session.take_outbox(out);
         }
     }
 
@@ -810,7 +814,8 @@ impl Core for ClientCore {
             return self.start_handshake(now, out);
         }
         session.keys.forget_stale(now);
-        session.handle_timeout(now, &mut self.pool, &mut self.deliver, &mut self.drops, out);
+        session.handle_timeout(now, &mut self.pool, &mut self.deliver, &mut self.drops);
+        session.take_outbox(out);
         // Unanswered renewals are repeated on the next path every retry interval.
         if now >= session.keys.rekey_due() && now >= self.next_handshake_at {
             self.start_handshake(now, out);
@@ -852,7 +857,8 @@ impl Core for ClientCore {
         }
         match &mut self.session {
             Some(session) if was_open && !open => {
-                session.on_socket_closed(now, index, &mut self.pool, &mut self.drops, out);
+                session.on_socket_closed(now, index, &mut self.pool, &mut self.drops);
+                session.take_outbox(out);
             }
             Some(session) if !was_open && open => {
                 // A new socket may take a new route (a changed address, a re-attached
@@ -871,7 +877,8 @@ impl Core for ClientCore {
 
     fn close(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         if let Some(session) = &mut self.session {
-            session.close(now, &mut self.pool, out);
+            session.close(now, &mut self.pool);
+            session.take_outbox(out);
         }
     }
 
@@ -902,7 +909,8 @@ impl Core for ClientCore {
     fn unsent(&mut self, now: Instant, outgoing: Outgoing, reroute: bool, out: &mut Vec<Outgoing>) {
         match &mut self.session {
             Some(session) if session.local_id == outgoing.owner => {
-                session.unsent(now, outgoing, reroute, &mut self.pool, out);
+                session.unsent(now, outgoing, reroute, &mut self.pool);
+                session.take_outbox(out);
             }
             _ => self.pool.recycle(outgoing.packet),
         }

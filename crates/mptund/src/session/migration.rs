@@ -37,7 +37,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::keyring::{KeySlot, Opened};
-use super::{Outgoing, Received, Session, SessionPath};
+use super::{Received, Session, SessionPath};
 use crate::buffers::BufferPool;
 use crate::counters::{DropCounters, DropReason};
 use crate::wire::{
@@ -184,7 +184,6 @@ impl Session {
         opened: &Opened,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         let session = self.local_id.0;
         let Some(path) = self.paths.get_mut(index) else {
@@ -252,7 +251,7 @@ impl Session {
                 );
             }
         }
-        self.send_challenge(now, index, pool, drops, out);
+        self.send_challenge(now, index, pool, drops);
     }
 
     /// Sends the challenge that is due on path `index`, if the budget allows.
@@ -262,7 +261,6 @@ impl Session {
         index: usize,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         let Some(validation) = self
             .paths
@@ -308,7 +306,7 @@ impl Session {
             validation.sent_bytes += len;
             validation.pending = false;
         }
-        out.push(outgoing);
+        self.outbox.push(outgoing);
     }
 
     /// Repeats due challenges and abandons validations that ran out of attempts.
@@ -317,7 +315,6 @@ impl Session {
         now: Instant,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         for index in 0..self.paths.len() {
             let Some(path) = self.paths.get_mut(index) else {
@@ -345,7 +342,7 @@ impl Session {
                 continue;
             }
             validation.begin_attempt(now);
-            self.send_challenge(now, index, pool, drops, out);
+            self.send_challenge(now, index, pool, drops);
         }
     }
 
@@ -353,7 +350,7 @@ impl Session {
     /// time, one PathResponse per path, back on that path. A path with no validated
     /// address answers its candidate within the amplification budget; otherwise the
     /// answer is withheld and counted.
-    pub(super) fn send_path_responses(&mut self, pool: &mut BufferPool, out: &mut Vec<Outgoing>) {
+    pub(super) fn send_path_responses(&mut self, pool: &mut BufferPool) {
         for index in 0..self.paths.len() {
             let Some(path) = self.paths.get_mut(index) else {
                 continue;
@@ -384,7 +381,7 @@ impl Session {
                     }
                 }
             }
-            out.push(outgoing);
+            self.outbox.push(outgoing);
         }
     }
 
@@ -399,7 +396,6 @@ impl Session {
         token: &Token,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         let Some(path) = self.paths.get_mut(index) else {
             return;
@@ -417,7 +413,7 @@ impl Session {
         };
         // What is in flight went to the old address; the fresh probe must not wait
         // for it, and in a NAT rebinding it is lost.
-        self.reinject_everything_in_flight(now, index, pool, drops, out);
+        self.reinject_everything_in_flight(now, index, pool, drops);
         let session = self.local_id.0;
         let settings = &self.settings;
         let Some(path) = self.paths.get_mut(index) else {

@@ -262,6 +262,10 @@ pub struct Session {
     buffer_limit: usize,
     /// Paths the peer may open (the server's `limits.max_paths_per_session`).
     max_paths: usize,
+    /// Datagrams the session produced in its current step, unsealed but for a
+    /// goodbye, in order: its core moves them into the step's list when the session's
+    /// call returns ([`Session::take_outbox`]), so it is empty between steps.
+    outbox: Vec<Outgoing>,
 }
 
 /// What the session sends: sequence numbers, the scheduler that stripes them over
@@ -352,6 +356,7 @@ impl Session {
             work_units: 0,
             buffer_limit: usize::MAX,
             max_paths: MAX_PATHS,
+            outbox: Vec::new(),
         }
     }
 
@@ -450,30 +455,32 @@ impl Session {
         pool: &mut BufferPool,
         deliver: &mut VecDeque<Packet>,
         drops: &mut crate::counters::DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         self.receiver.drain_releasable(now, deliver);
         for index in 0..self.paths.len() {
             let session = self.local_id.0;
             self.sender.lost.clear();
             let entered = self.paths[index].handle_timeout(now, &mut self.sender.lost, session);
-            self.reinject_lost(now, index, resend::Resend::InTurn, pool, drops, out);
+            self.reinject_lost(now, index, resend::Resend::InTurn, pool, drops);
             match entered {
-                Some(Liveness::Suspect) => self.reinject_copies(now, index, pool, out),
-                Some(Liveness::Down) => {
-                    self.reinject_everything_in_flight(now, index, pool, drops, out)
-                }
+                Some(Liveness::Suspect) => self.reinject_copies(now, index, pool),
+                Some(Liveness::Down) => self.reinject_everything_in_flight(now, index, pool, drops),
                 _ => {}
             }
             // RFC 9002 section 6.2.4: a probe timeout sends one ack-eliciting datagram.
             if self.paths[index].probe.take_pto_probe() && self.paths[index].socket_open {
-                self.ping(now, index, pool, out);
+                self.ping(now, index, pool);
             }
         }
-        self.handle_validation_timeouts(now, pool, drops, out);
-        self.send_probes(now, pool, out);
-        self.send_due_acks(now, false, pool, out);
-        self.drain_send_queue(now, pool, drops, out);
+        self.handle_validation_timeouts(now, pool, drops);
+        self.send_probes(now, pool);
+        self.send_due_acks(now, false, pool);
+        self.drain_send_queue(now, pool, drops);
+    }
+
+    /// Moves what the session produced in this step to the end of `out`.
+    pub(super) fn take_outbox(&mut self, out: &mut Vec<Outgoing>) {
+        out.append(&mut self.outbox);
     }
 
     /// From now on, paths without an RTT sample are pinged (see `measures_paths`).
@@ -523,6 +530,9 @@ impl Session {
         self.sender.resend_queue.recycle_all(pool);
         for path in &mut self.paths {
             path.recycle_in_flight(pool);
+        }
+        for outgoing in self.outbox.drain(..) {
+            pool.recycle(outgoing.packet);
         }
     }
 }

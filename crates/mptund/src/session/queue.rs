@@ -23,7 +23,6 @@ use super::tcp_flows::TcpFlows;
 use super::Session;
 use crate::buffers::{BufferPool, Packet};
 use crate::counters::{DropCounters, DropReason};
-use crate::session::Outgoing;
 
 /// The bounded queue in front of the paths when all of them are full.
 #[derive(Clone, Copy, Debug)]
@@ -178,9 +177,8 @@ impl Session {
         now: Instant,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
-        let Some(route) = self.drain_resend_queue(now, pool, drops, out) else {
+        let Some(route) = self.drain_resend_queue(now, pool, drops) else {
             return;
         };
         // Fixed for this drain; whether a path is still growing changes as it fills.
@@ -245,7 +243,7 @@ impl Session {
                 break;
             };
             let seq = self.sender.next_seq;
-            match self.place(now, queued.packet, seq, route, pool, out) {
+            match self.place(now, queued.packet, seq, route, pool) {
                 Placement::Sent => self.sender.next_seq = seq.next(),
                 Placement::Held(packet) => {
                     self.sender
@@ -273,7 +271,6 @@ impl Session {
         now: Instant,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) -> Option<Route> {
         let useful_for = self.settings.reorder.max_hold;
         while let Some((queued_at, seq, packet)) = self.sender.resend_queue.packets.pop_front() {
@@ -291,7 +288,7 @@ impl Session {
                 avoid: None,
                 urgent: false,
             };
-            match self.place(now, packet, seq, route, pool, out) {
+            match self.place(now, packet, seq, route, pool) {
                 Placement::Sent => self.counters.reinjected += 1,
                 Placement::Held(packet) => {
                     // The views are the ones this repair was just judged by.
@@ -300,7 +297,7 @@ impl Session {
                         .resend_queue
                         .packets
                         .push_front((queued_at, seq, packet));
-                    self.send_given_up(now, pool, out);
+                    self.send_given_up(now, pool);
                     return match waits_for {
                         RepairRoute::WaitFor(path) => Some(Route::NewBesides(path)),
                         RepairRoute::Now(_) | RepairRoute::Nowhere => None,
@@ -308,7 +305,7 @@ impl Session {
                 }
             }
         }
-        self.send_given_up(now, pool, out);
+        self.send_given_up(now, pool);
         Some(Route::New)
     }
 

@@ -16,7 +16,7 @@ use mptund_sched::{PathId, RejectReason, SeqNo};
 use super::fec::{self, Decoded, ParityDecoder};
 use super::keyring::{KeySlot, Opened};
 use super::receiver::Inbound;
-use super::{inner, refuse, Outgoing, PathSettings, Received, Session, SessionPath};
+use super::{inner, refuse, PathSettings, Received, Session, SessionPath};
 use crate::buffers::{BufferPool, Packet, HEADROOM};
 use crate::config::IpNet;
 use crate::counters::{DropCounters, DropReason};
@@ -30,7 +30,6 @@ pub(super) struct ReceiveContext<'a> {
     pub pool: &'a mut BufferPool,
     pub drops: &'a mut DropCounters,
     pub deliver: &'a mut VecDeque<Packet>,
-    pub out: &'a mut Vec<Outgoing>,
     /// Server: the inner source addresses the peer may use.
     pub allowed_sources: Option<&'a [IpNet]>,
 }
@@ -112,7 +111,6 @@ impl Session {
                 &opened,
                 context.pool,
                 context.drops,
-                context.out,
             );
         }
         self.handle_transport(now, index, packet_type, packet, wire_len, context);
@@ -236,7 +234,7 @@ impl Session {
             };
             let inner_len = inner.len();
             // The data itself is acknowledged, whatever frames ride with it.
-            self.handle_frames(now, index, frames, context.pool, context.drops, context.out);
+            self.handle_frames(now, index, frames, context.pool, context.drops);
             end - inner_len
         } else {
             after_meta
@@ -452,7 +450,7 @@ impl Session {
             .unwrap_or_default();
         // Only pings and goodbyes ask for an acknowledgement; acknowledging
         // acknowledgements would never end.
-        if self.handle_frames(now, index, frames, context.pool, context.drops, context.out) {
+        if self.handle_frames(now, index, frames, context.pool, context.drops) {
             self.paths[index].acks.on_received(
                 now,
                 local_us,
@@ -480,7 +478,6 @@ impl Session {
         frames: &[u8],
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) -> bool {
         let mut eliciting = false;
         let mut acked_paths = 0u64;
@@ -528,7 +525,6 @@ impl Session {
                         ranges,
                         pool,
                         drops,
-                        out,
                     )
                 }
                 Ok(Frame::GaveUp { first_seq, count }) => {
@@ -543,7 +539,7 @@ impl Session {
                 }
                 Ok(Frame::PathChallenge { token }) => newest_challenge = Some(token),
                 Ok(Frame::PathResponse { token }) => {
-                    self.on_path_response(now, index, &token, pool, drops, out)
+                    self.on_path_response(now, index, &token, pool, drops)
                 }
                 Ok(Frame::Pong { .. } | Frame::Unknown { .. }) => {}
                 Err(error) => {
@@ -568,7 +564,6 @@ impl Session {
         ranges: AckRangesView<'_>,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         let Some(index) = self.path_index(path) else {
             return drops.record(
@@ -598,9 +593,9 @@ impl Session {
         }
         // Lost packets first: releasing the acknowledged ones recycles everything
         // older than what is still in flight, lost packets included.
-        self.reinject_lost(now, index, super::resend::Resend::InTurn, pool, drops, out);
+        self.reinject_lost(now, index, super::resend::Resend::InTurn, pool, drops);
         self.paths[index].release_acknowledged(pool);
-        self.drain_send_queue(now, pool, drops, out);
+        self.drain_send_queue(now, pool, drops);
     }
 
     /// Feeds the adaptive hold and the delay equalization with a datagram's one-way

@@ -18,7 +18,7 @@ use std::time::Instant;
 use mptund_sched::{AnyScheduler, PathId};
 
 use super::queue::SendQueue;
-use super::{Outgoing, PathSettings, Session, SessionPath, SessionSettings};
+use super::{PathSettings, Session, SessionPath, SessionSettings};
 use crate::buffers::BufferPool;
 use crate::counters::DropCounters;
 
@@ -58,14 +58,13 @@ impl Session {
         index: usize,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) -> SessionPath {
         // The acknowledgements for what arrived on this path are the peer's only way
         // to know those packets arrived; they may ride on any path.
-        self.send_due_acks(now, true, pool, out);
+        self.send_due_acks(now, true, pool);
         // Nothing may be scheduled on it while its packets are re-sent.
         self.paths[index].socket_open = false;
-        self.reinject_everything_in_flight(now, index, pool, drops, out);
+        self.reinject_everything_in_flight(now, index, pool, drops);
         let path = self.paths.remove(index);
         self.receiver.forget_path(path.id);
         tracing::info!(session = self.local_id.0, path = %path.name, id = path.id.0, "path removed");
@@ -81,10 +80,9 @@ impl Session {
         index: usize,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         self.paths[index].socket_open = false;
-        self.reinject_everything_in_flight(now, index, pool, drops, out);
+        self.reinject_everything_in_flight(now, index, pool, drops);
     }
 
     /// Applies changed session settings. The caller has made sure only settings that

@@ -66,7 +66,6 @@ impl Session {
         urgency: Resend,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         let lost = std::mem::take(&mut self.sender.lost);
         let data_lost = lost.iter().filter(|packet| packet.seq.is_some()).count();
@@ -80,7 +79,7 @@ impl Session {
             let Some(kept) = self.paths[index].take_kept(packet.pn, pool) else {
                 continue;
             };
-            if !self.reinject(now, index, kept, urgency, pool, out) {
+            if !self.reinject(now, index, kept, urgency, pool) {
                 drops.record(
                     now,
                     DropReason::NoUsablePath,
@@ -91,7 +90,7 @@ impl Session {
         }
         self.sender.lost = lost;
         self.sender.lost.clear();
-        self.send_given_up(now, pool, out);
+        self.send_given_up(now, pool);
     }
 
     /// Remembers that `seq` will never be sent again, to tell the receiver.
@@ -111,12 +110,7 @@ impl Session {
     /// Tells the receiver which sequence numbers it need not wait for, in one control
     /// datagram on the path it was heard on most recently. Not acknowledged or
     /// repeated: if it is lost, the receiver's hold runs out as it would have anyway.
-    pub(super) fn send_given_up(
-        &mut self,
-        now: Instant,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
+    pub(super) fn send_given_up(&mut self, now: Instant, pool: &mut BufferPool) {
         if self.sender.given_up.is_empty() {
             return;
         }
@@ -139,7 +133,9 @@ impl Session {
             }
             written
         };
-        out.extend(self.control(index, false, pool, write));
+        if let Some(outgoing) = self.control(index, false, pool, write) {
+            self.outbox.push(outgoing);
+        }
         self.sender.given_up = runs;
         self.sender.given_up.clear();
     }
@@ -148,19 +144,13 @@ impl Session {
     /// in flight go out on the other paths now, rather than after it is declared down.
     /// The inner TCP sees a gap of about two probe timeouts instead of four; if the
     /// path was only hiccuping, the receiver drops whichever copy comes second.
-    pub(super) fn reinject_copies(
-        &mut self,
-        now: Instant,
-        index: usize,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
+    pub(super) fn reinject_copies(&mut self, now: Instant, index: usize, pool: &mut BufferPool) {
         self.sender.send_queue.on_capacity_fall(now);
         let mut copies = std::mem::take(&mut self.sender.copies);
         self.paths[index].copy_uncopied(pool, &mut copies);
         for copy in copies.drain(..) {
             // A copy that finds no path is no loss: the original is still in flight.
-            self.reinject(now, index, copy, Resend::Urgent, pool, out);
+            self.reinject(now, index, copy, Resend::Urgent, pool);
         }
         self.sender.copies = copies;
     }
@@ -172,14 +162,13 @@ impl Session {
         index: usize,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         self.sender.send_queue.on_capacity_fall(now);
         self.sender.lost.clear();
         self.paths[index]
             .probe
             .drain_in_flight(&mut self.sender.lost);
-        self.reinject_lost(now, index, Resend::Urgent, pool, drops, out);
+        self.reinject_lost(now, index, Resend::Urgent, pool, drops);
         self.paths[index].recycle_in_flight(pool);
     }
 
@@ -194,7 +183,6 @@ impl Session {
         (seq, inner): (SeqNo, Packet),
         urgency: Resend,
         pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
     ) -> bool {
         self.paths[from].reinjected_away += 1;
         let urgent = urgency == Resend::Urgent;
@@ -202,7 +190,7 @@ impl Session {
         // radio or to congestion may still be the one that delivers it first.
         let avoid = urgent.then_some(self.paths[from].id);
         let route = Route::Again { avoid, urgent };
-        match self.place(now, inner, seq, route, pool, out) {
+        match self.place(now, inner, seq, route, pool) {
             Placement::Sent => {
                 self.counters.reinjected += 1;
                 true
@@ -228,14 +216,13 @@ impl Session {
     /// `outgoing` will never be sent as it is (see [`super::Core::unsent`]): its path
     /// no longer counts it in flight, and an inner packet it carried goes out on
     /// another path if `reroute`, else (or if no path can take it) is given up, the
-    /// receiver told (into `out`).
+    /// receiver told.
     pub(super) fn unsent(
         &mut self,
         now: Instant,
         outgoing: Outgoing,
         reroute: bool,
         pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
     ) {
         let Some(Unsealed::Data { seq }) = outgoing.unsealed else {
             return pool.recycle(outgoing.packet);
@@ -246,14 +233,7 @@ impl Session {
             self.paths[index].on_data_unsent(assigned_len);
         }
         let rerouted = match index.filter(|_| reroute) {
-            Some(index) => self.reinject(
-                now,
-                index,
-                (seq, outgoing.packet),
-                Resend::Urgent,
-                pool,
-                out,
-            ),
+            Some(index) => self.reinject(now, index, (seq, outgoing.packet), Resend::Urgent, pool),
             None => {
                 pool.recycle(outgoing.packet);
                 false
@@ -261,7 +241,7 @@ impl Session {
         };
         if !rerouted {
             self.give_up(seq);
-            self.send_given_up(now, pool, out);
+            self.send_given_up(now, pool);
         }
     }
 

@@ -77,7 +77,6 @@ impl Session {
         packet: Packet,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        out: &mut Vec<Outgoing>,
     ) {
         // Every packet is recorded, so that a later copy of it is known for one.
         let retransmission = self
@@ -94,13 +93,13 @@ impl Session {
         if self.sender.send_queue.packets.is_empty() && self.sender.resend_queue.packets.is_empty()
         {
             let seq = self.sender.next_seq;
-            match self.place(now, packet, seq, Route::New, pool, out) {
+            match self.place(now, packet, seq, Route::New, pool) {
                 Placement::Sent => self.sender.next_seq = seq.next(),
                 Placement::Held(packet) => self.enqueue(now, packet, retransmission, pool, drops),
             }
         } else {
             self.enqueue(now, packet, retransmission, pool, drops);
-            self.drain_send_queue(now, pool, drops, out);
+            self.drain_send_queue(now, pool, drops);
         }
     }
 
@@ -158,7 +157,6 @@ impl Session {
         seq: SeqNo,
         route: Route,
         pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
     ) -> Placement {
         self.refresh_views(now, packet.len(), route);
         let info = PacketInfo {
@@ -185,7 +183,7 @@ impl Session {
         match pick {
             Pick::One(id) => match self.path_index(id) {
                 Some(index) => {
-                    self.send_data(now, index, seq, packet, out);
+                    self.send_data(now, index, seq, packet);
                     Placement::Sent
                 }
                 None => Placement::Held(packet),
@@ -214,7 +212,7 @@ impl Session {
                             .and_then(|source| pool.take_copy_of(source))
                     };
                     if let Some(copy) = copy {
-                        self.send_data(now, index, seq, copy, out);
+                        self.send_data(now, index, seq, copy);
                         copies_sent += 1;
                     }
                 }
@@ -233,14 +231,7 @@ impl Session {
     /// window and the pacer count it now; it waits for the path's socket unsealed and
     /// takes its packet number and send time when the socket takes it
     /// ([`Session::seal_data`]).
-    fn send_data(
-        &mut self,
-        now: Instant,
-        index: usize,
-        seq: SeqNo,
-        packet: Packet,
-        out: &mut Vec<Outgoing>,
-    ) {
+    fn send_data(&mut self, now: Instant, index: usize, seq: SeqNo, packet: Packet) {
         let path = &mut self.paths[index];
         let assigned_len = TransportLayout::data(0, packet.len()).datagram_len();
         path.on_data_assigned(now, assigned_len);
@@ -252,7 +243,7 @@ impl Session {
         let destination = path
             .remote
             .expect("only paths with an address are scheduled");
-        out.push(Outgoing {
+        self.outbox.push(Outgoing {
             socket: path.socket,
             destination,
             source_ip: path.local_ip,
@@ -266,13 +257,7 @@ impl Session {
     /// Sends the parity of path `index`'s block on that path, behind its members. Like
     /// an acknowledgement it takes no packet number and no room in the window, and it
     /// is never acknowledged: a few percent on top of what the window lets through.
-    fn send_parity(
-        &mut self,
-        now: Instant,
-        index: usize,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
+    fn send_parity(&mut self, now: Instant, index: usize, pool: &mut BufferPool) {
         let path = &mut self.paths[index];
         let (Some(encoder), Some(destination)) = (&mut path.parity, path.remote) else {
             return;
@@ -297,7 +282,7 @@ impl Session {
         let packet_number = path.peek_packet_number();
         path.on_sent(now, packet_number, packet.len(), None, false, false);
         self.counters.parity_sent += 1;
-        out.push(Outgoing {
+        self.outbox.push(Outgoing {
             socket: path.socket,
             destination,
             source_ip: path.local_ip,
@@ -339,8 +324,8 @@ impl Session {
     /// the probe's record are taken now. Acknowledgements for the peer ride along if
     /// `piggyback` and the path MTU leaves room. The path keeps `packet` itself, in
     /// the clear, until it is acknowledged: a loss is sealed again from it. A parity
-    /// datagram the packet completes (or whose block it cannot join) goes into
-    /// `follow`. Returns the datagram's length.
+    /// datagram the packet completes (or whose block it cannot join) goes into the
+    /// outbox, to follow it. Returns the datagram's length.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn seal_data(
         &mut self,
@@ -351,7 +336,6 @@ impl Session {
         buffer: &mut Vec<u8>,
         piggyback: bool,
         pool: &mut BufferPool,
-        follow: &mut Vec<Outgoing>,
     ) -> usize {
         let assigned_len = TransportLayout::data(0, packet.len()).datagram_len();
         // A block whose span the next packet number leaves (pings took numbers in
@@ -362,7 +346,7 @@ impl Session {
             .as_ref()
             .is_some_and(|encoder| encoder.count() > 0 && !encoder.fits(next))
         {
-            self.send_parity(now, index, pool, follow);
+            self.send_parity(now, index, pool);
         }
         let room = MAX_PIGGYBACK.min(
             self.settings
@@ -416,7 +400,7 @@ impl Session {
         );
         path.keep(packet_number, seq, packet);
         if parity_due {
-            self.send_parity(now, index, pool, follow);
+            self.send_parity(now, index, pool);
         }
         layout.datagram_len()
     }
@@ -518,7 +502,7 @@ impl Session {
 
     /// Seals `outgoing`, which waited for its socket, onto the end of `buffer` (see
     /// [`super::Core::seal`]); `None` if its path is gone (the inner packet it carried
-    /// is given up, into `follow`).
+    /// is given up, the news in the outbox).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn seal(
         &mut self,
@@ -528,13 +512,12 @@ impl Session {
         piggyback: bool,
         pool: &mut BufferPool,
         drops: &mut DropCounters,
-        follow: &mut Vec<Outgoing>,
     ) -> Option<usize> {
         let Some(unsealed) = outgoing.unsealed else {
             return Some(append_finished(outgoing.packet, buffer, pool));
         };
         let Some(index) = self.path_index(outgoing.path) else {
-            self.unsent(now, outgoing, false, pool, follow);
+            self.unsent(now, outgoing, false, pool);
             drops.record(
                 now,
                 crate::counters::DropReason::SendFailed,
@@ -543,16 +526,9 @@ impl Session {
             return None;
         };
         let len = match unsealed {
-            Unsealed::Data { seq } => self.seal_data(
-                now,
-                index,
-                seq,
-                outgoing.packet,
-                buffer,
-                piggyback,
-                pool,
-                follow,
-            ),
+            Unsealed::Data { seq } => {
+                self.seal_data(now, index, seq, outgoing.packet, buffer, piggyback, pool)
+            }
             Unsealed::Control { eliciting } => {
                 let len = self.seal_control(now, index, outgoing.packet.bytes(), eliciting, buffer);
                 pool.recycle(outgoing.packet);
@@ -566,19 +542,13 @@ impl Session {
     /// datagram on the path the peer was heard on most recently: a receiver with
     /// nothing in flight cannot tell a dead path by its own losses, and acknowledgements
     /// sent into one would make every path look dead to the sender.
-    pub(super) fn send_due_acks(
-        &mut self,
-        now: Instant,
-        force: bool,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
+    pub(super) fn send_due_acks(&mut self, now: Instant, force: bool, pool: &mut BufferPool) {
         let due = self
             .paths
             .iter()
             .any(|path| path.ack_immediately || path.acks.ack_due(now))
             || (force && self.paths.iter().any(|path| path.acks.has_unacked()));
-        self.send_path_responses(pool, out);
+        self.send_path_responses(pool);
         if !due {
             return;
         }
@@ -589,7 +559,7 @@ impl Session {
             session.write_ack_frames(now, buf)
         }) {
             self.counters.standalone_acks += 1;
-            out.push(outgoing);
+            self.outbox.push(outgoing);
         }
     }
 
@@ -647,12 +617,7 @@ impl Session {
 
     /// Pings the paths that are due a keepalive, a liveness probe, a first RTT
     /// sample or a jitter ping, within each path's probe budget.
-    pub(super) fn send_probes(
-        &mut self,
-        now: Instant,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
+    pub(super) fn send_probes(&mut self, now: Instant, pool: &mut BufferPool) {
         for index in 0..self.paths.len() {
             if self
                 .next_ping(&self.paths[index])
@@ -667,25 +632,19 @@ impl Session {
                 continue;
             }
             path.on_ping_sent();
-            self.ping(now, index, pool, out);
+            self.ping(now, index, pool);
         }
     }
 
     /// Sends one ping on path `index`: it elicits an immediate acknowledgement.
-    pub(super) fn ping(
-        &mut self,
-        now: Instant,
-        index: usize,
-        pool: &mut BufferPool,
-        out: &mut Vec<Outgoing>,
-    ) {
+    pub(super) fn ping(&mut self, now: Instant, index: usize, pool: &mut BufferPool) {
         let ping_id = self.next_ping_id;
         self.next_ping_id = self.next_ping_id.wrapping_add(1);
         let write = |_: &mut Self, buf: &mut [u8]| {
             wire::write_frame(buf, &Frame::Ping { ping_id }).unwrap_or(0)
         };
         if let Some(outgoing) = self.control(index, true, pool, write) {
-            out.push(outgoing);
+            self.outbox.push(outgoing);
             let probe = &mut self.paths[index].probe;
             if probe.liveness() == mptund_probe::Liveness::Down {
                 probe.start_probing(now);
@@ -695,7 +654,7 @@ impl Session {
 
     /// Builds a goodbye for every path that has an address, sealed at once: the
     /// session may be gone by the time the socket takes it.
-    pub(super) fn close(&mut self, now: Instant, pool: &mut BufferPool, out: &mut Vec<Outgoing>) {
+    pub(super) fn close(&mut self, now: Instant, pool: &mut BufferPool) {
         let mut sealed = Vec::new();
         for index in 0..self.paths.len() {
             if !self.paths[index].socket_open {
@@ -715,14 +674,15 @@ impl Session {
             };
             goodbye.packet = packet;
             goodbye.unsealed = None;
-            out.push(goodbye);
+            self.outbox.push(goodbye);
         }
     }
 }
 
 /// Seals `outgoing` onto the end of `buffer` (see [`super::Core::seal`]) with
 /// `session`, the one that produced it if it is still there: a finished datagram goes
-/// as it is, an unsealed one whose session is gone is counted and dropped.
+/// as it is, an unsealed one whose session is gone is counted and dropped. What the
+/// session put in its outbox meanwhile goes into `follow`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn seal_for(
     session: Option<&mut Session>,
@@ -735,7 +695,11 @@ pub(super) fn seal_for(
     follow: &mut Vec<Outgoing>,
 ) -> Option<usize> {
     match session {
-        Some(session) => session.seal(now, outgoing, buffer, piggyback, pool, drops, follow),
+        Some(session) => {
+            let len = session.seal(now, outgoing, buffer, piggyback, pool, drops);
+            follow.append(&mut session.outbox);
+            len
+        }
         None if outgoing.unsealed.is_none() => Some(append_finished(outgoing.packet, buffer, pool)),
         None => {
             drops.record(

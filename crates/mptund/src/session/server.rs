@@ -468,7 +468,8 @@ impl ServerCore {
         for (id, name) in removed {
             if let Some(mut entry) = self.sessions.remove(&id) {
                 tracing::info!(peer = %name, session = id.0, "peer removed from the configuration: closing its session");
-                entry.session.close(now, &mut self.pool, out);
+                entry.session.close(now, &mut self.pool);
+                entry.session.take_outbox(out);
                 self.forget_buffers_of(&entry.session);
                 entry.session.recycle_buffers(now, &mut self.pool);
                 for key_id in entry.session.keys.local_ids() {
@@ -779,11 +780,10 @@ impl ServerCore {
             pool: &mut self.pool,
             drops: &mut self.drops,
             deliver: &mut self.deliver,
-            out,
             allowed_sources: Some(&self.peers[entry.peer].settings.allowed_ips),
         };
         let arrival = ArrivalPath::ById(&self.path_settings);
-        session.receive(
+        let opened = session.receive(
             now,
             &received,
             &header,
@@ -791,7 +791,9 @@ impl ServerCore {
             packet,
             arrival,
             context,
-        )
+        );
+        session.take_outbox(out);
+        opened
     }
 
     /// The client sealed a datagram with a new session's keys: the session takes
@@ -973,7 +975,8 @@ impl Core for ServerCore {
         }
         entry
             .session
-            .send_inner(now, packet, &mut self.pool, &mut self.drops, out);
+            .send_inner(now, packet, &mut self.pool, &mut self.drops);
+        entry.session.take_outbox(out);
         self.end_step(session_id, held);
         self.touch(session_id);
     }
@@ -1016,7 +1019,8 @@ impl Core for ServerCore {
         let mut touched = std::mem::take(&mut self.touched);
         for id in touched.drain(..) {
             if let Some(entry) = self.sessions.get_mut(&id) {
-                entry.session.send_due_acks(now, false, &mut self.pool, out);
+                entry.session.send_due_acks(now, false, &mut self.pool);
+                entry.session.take_outbox(out);
                 self.reschedule(id);
             }
         }
@@ -1075,13 +1079,9 @@ impl Core for ServerCore {
             }
             let held = self.begin_step(now, id);
             if let Some(entry) = self.sessions.get_mut(&id) {
-                entry.session.handle_timeout(
-                    now,
-                    &mut self.pool,
-                    &mut self.deliver,
-                    &mut self.drops,
-                    out,
-                );
+                let session = &mut entry.session;
+                session.handle_timeout(now, &mut self.pool, &mut self.deliver, &mut self.drops);
+                session.take_outbox(out);
             }
             self.end_step(id, held);
             self.reschedule(id);
@@ -1103,7 +1103,8 @@ impl Core for ServerCore {
 
     fn close(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
         for entry in self.sessions.values_mut() {
-            entry.session.close(now, &mut self.pool, out);
+            entry.session.close(now, &mut self.pool);
+            entry.session.take_outbox(out);
         }
         self.reschedule_all();
     }
@@ -1138,9 +1139,11 @@ impl Core for ServerCore {
         let id = outgoing.owner;
         let held = self.begin_step(now, id);
         match self.sessions.get_mut(&id) {
-            Some(entry) => entry
-                .session
-                .unsent(now, outgoing, reroute, &mut self.pool, out),
+            Some(entry) => {
+                let session = &mut entry.session;
+                session.unsent(now, outgoing, reroute, &mut self.pool);
+                session.take_outbox(out);
+            }
             None => self.pool.recycle(outgoing.packet),
         }
         self.end_step(id, held);
