@@ -4,6 +4,7 @@
     sudo ns3-tap-bridge/run.sh                                   # build, run, report
     sudo python3 ns3-tap-bridge/ns3_hybrid.py --bytes 20000000 --direction both \\
          --ns3-arg=--p2pRate=8Mbps --ns3-arg=--event=wifi-walk --ns3-arg=--eventAtS=5
+    sudo python3 ns3-tap-bridge/ns3_hybrid.py --scenario 5g-trace-lte   # a 5G trace path beside LTE
 
 Layout (all addresses the kernels see are in 198.18.0.0/15; see README.md):
 
@@ -19,7 +20,8 @@ attached across the move. Then the mptund client and server start (one path
 per uplink tap, bound by interface), a byte-checked TCP transfer runs through
 the tunnel, and the per-path throughput is printed from mptund's counters
 (--stats-file JSON) and from ns-3's (packets forwarded at both ends of each
-simulated link). Namespaces and processes are removed on exit, error or Ctrl-C.
+simulated link); a trace-driven path's also against what its trace offered
+over the transfer. Namespaces and processes are removed on exit, error or Ctrl-C.
 """
 
 from __future__ import annotations
