@@ -70,11 +70,30 @@ LoadDirection(const std::string& name, const std::string& tracePath, const std::
     return direction;
 }
 
+/// `text` as a JSON string (file names come from the command line).
+std::string
+JsonString(const std::string& text)
+{
+    std::string quoted = "\"";
+    for (char c : text)
+    {
+        if (c == '"' || c == '\\')
+        {
+            quoted += '\\';
+        }
+        if (static_cast<unsigned char>(c) >= 0x20)
+        {
+            quoted += c;
+        }
+    }
+    return quoted + "\"";
+}
+
 void
 WriteDirectionJson(std::ostream& out, const TraceDirection& d, double simulatedS)
 {
-    out << "{\"trace\": \"" << d.tracePath << "\", \"delays\": \"" << d.delaysPath
-        << "\", \"opportunities_per_period\": " << d.trace.Count() << ", \"period_ms\": " << d.trace.PeriodMs()
+    out << "{\"trace\": " << JsonString(d.tracePath) << ", \"delays\": " << JsonString(d.delaysPath)
+        << ", \"opportunities_per_period\": " << d.trace.Count() << ", \"period_ms\": " << d.trace.PeriodMs()
         << ", \"bytes_per_opportunity\": " << d.bytesPerOpportunity
         << ", \"mean_mbit\": " << d.trace.MeanBitPerS(d.bytesPerOpportunity) / 1e6
         << ", \"base_delay_ms\": " << d.baseDelay.GetSeconds() * 1000 << ", \"queue_limit_bytes\": " << d.queueLimitBytes
@@ -143,7 +162,7 @@ WriteTraceLinksJson(std::ostream& out, double simulatedS)
     for (size_t i = 0; i < g_traceLinks.size(); ++i)
     {
         const TraceLinkRecord& link = g_traceLinks[i];
-        out << (i ? ", " : "") << "\"" << link.name << "\": {\"up\": ";
+        out << (i ? ", " : "") << JsonString(link.name) << ": {\"up\": ";
         WriteDirectionJson(out, *link.up, simulatedS);
         out << ", \"down\": ";
         WriteDirectionJson(out, *link.down, simulatedS);
