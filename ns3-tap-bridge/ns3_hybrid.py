@@ -383,16 +383,16 @@ def mbit(nbytes: float, seconds: float) -> float:
     return nbytes * 8 / seconds / 1e6 if seconds > 0 else 0.0
 
 
-def trace_capacity_mbit(capacity_bytes_per_s: list[int], start_s: float, end_s: float) -> float:
+def trace_capacity_mbit(capacity_bytes: list[int], bin_s: float, start_s: float, end_s: float) -> float:
     """What a trace offered over [start_s, end_s) of simulated time, in Mbit/s, from
-    ns-3's per-second capacity (a second partly inside counts in proportion)."""
+    ns-3's capacity per bin of `bin_s` (a bin partly inside counts in proportion)."""
     if end_s <= start_s:
         return 0.0
     offered = 0.0
-    for second, nbytes in enumerate(capacity_bytes_per_s):
-        overlap = min(end_s, second + 1) - max(start_s, second)
+    for index, nbytes in enumerate(capacity_bytes):
+        overlap = min(end_s, (index + 1) * bin_s) - max(start_s, index * bin_s)
         if overlap > 0:
-            offered += nbytes * overlap
+            offered += nbytes * overlap / bin_s
     return mbit(offered, end_s - start_s)
 
 
@@ -402,7 +402,7 @@ def trace_comparison(trace_link: dict, windows: dict, path: dict) -> dict:
     compared = {}
     for direction, (start_s, end_s) in windows.items():
         replay = trace_link[direction]
-        capacity = trace_capacity_mbit(replay["capacity_bytes_per_s"], start_s, end_s)
+        capacity = trace_capacity_mbit(replay["capacity_bytes_per_100ms"], 0.1, start_s, end_s)
         carried = path[f"ns3_{direction}_mbit"]
         compared[direction] = {
             "window_sim_s": [round(start_s, 3), round(end_s, 3)],

@@ -89,6 +89,19 @@ JsonString(const std::string& text)
     return quoted + "\"";
 }
 
+/// The bytes the trace offered in each `binMs` from 0 to the end of the run.
+void
+WriteCapacity(std::ostream& out, const TraceDirection& d, uint64_t binMs, double simulatedS)
+{
+    auto bins = static_cast<uint64_t>(std::ceil(simulatedS * 1000 / binMs));
+    for (uint64_t bin = 0; bin < bins; ++bin)
+    {
+        out << (bin ? ", " : "")
+            << d.trace.CountBetweenMs(static_cast<double>(bin * binMs), static_cast<double>((bin + 1) * binMs)) *
+                   static_cast<uint64_t>(d.bytesPerOpportunity);
+    }
+}
+
 void
 WriteDirectionJson(std::ostream& out, const TraceDirection& d, double simulatedS)
 {
@@ -101,14 +114,12 @@ WriteDirectionJson(std::ostream& out, const TraceDirection& d, double simulatedS
         << ", \"sent_packets\": " << d.sentPackets << ", \"sent_bytes\": " << d.sentBytes
         << ", \"dropped_packets\": " << d.droppedPackets << ", \"dropped_bytes\": " << d.droppedBytes
         << ", \"capacity_bytes_per_s\": [";
-    // What the trace offered in each simulated second of the run, so the runner can
-    // set a path's throughput against the capacity of its own transfer's window.
-    auto seconds = static_cast<uint64_t>(std::ceil(simulatedS));
-    for (uint64_t s = 0; s < seconds; ++s)
-    {
-        out << (s ? ", " : "")
-            << d.trace.CountBetweenMs(s * 1000.0, (s + 1) * 1000.0) * static_cast<uint64_t>(d.bytesPerOpportunity);
-    }
+    // What the trace offered in each simulated second of the run (to read), and
+    // in each 100 ms (so the runner can set a path's throughput against the
+    // capacity of its own transfer's window, whose ends fall mid-second).
+    WriteCapacity(out, d, 1000, simulatedS);
+    out << "], \"capacity_bytes_per_100ms\": [";
+    WriteCapacity(out, d, 100, simulatedS);
     out << "]}";
 }
 

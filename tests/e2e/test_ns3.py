@@ -164,7 +164,7 @@ TRACE_BYTES = 8_000_000
 # 50 ms polling and ns-3's start-up lag (a few % of a 2-3 s transfer). Lower:
 # TCP through the tunnel with the earliest-arrival scheduler keeps the faster
 # path's queue full except during slow start and loss recovery: 0.72-0.89 in
-# eight runs of this scenario and size (load average 4-6).
+# eight runs of this scenario and size (load average 4-6; README).
 # Half still fails a link whose opportunities go unused or carry the wrong
 # number of bytes (a wrong rate scale is off by a factor of 2 or more).
 TRACE_SHARE_MAX = 1.10
@@ -235,9 +235,11 @@ def test_committed_traces_are_what_the_generator_writes():
                 assert (TRACES_DIR / argument.split("=", 1)[1]).is_file(), argument
 
 
-def test_trace_capacity_over_a_window_counts_partial_seconds_in_proportion():
+def test_trace_capacity_over_a_window_counts_partial_bins_in_proportion():
     per_second = [1_000_000, 2_000_000, 500_000]  # bytes the trace offered in seconds 0, 1, 2
-    assert trace_capacity_mbit(per_second, 0, 1) == 8.0
-    assert trace_capacity_mbit(per_second, 0.5, 1.5) == (0.5 * 1_000_000 + 0.5 * 2_000_000) * 8 / 1e6
-    assert trace_capacity_mbit(per_second, 1, 3) == (2_000_000 + 500_000) * 8 / 2 / 1e6
-    assert trace_capacity_mbit(per_second, 2, 2) == 0.0
+    assert trace_capacity_mbit(per_second, 1, 0, 1) == 8.0
+    assert trace_capacity_mbit(per_second, 1, 0.5, 1.5) == (0.5 * 1_000_000 + 0.5 * 2_000_000) * 8 / 1e6
+    assert trace_capacity_mbit(per_second, 1, 1, 3) == (2_000_000 + 500_000) * 8 / 2 / 1e6
+    assert trace_capacity_mbit(per_second, 1, 2, 2) == 0.0
+    per_100ms = [100_000] * 5 + [300_000] * 5  # 8 Mbit/s for 0.5 s, then 24 Mbit/s
+    assert abs(trace_capacity_mbit(per_100ms, 0.1, 0.25, 0.75) - 16.0) < 1e-9
