@@ -65,7 +65,7 @@ LoadDirection(const std::string& name, const std::string& tracePath, const std::
     direction->bytesPerOpportunity =
         std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(kMahimahiOpportunityBytes * p.traceRateScale)));
     double meanBytesPerS = direction->trace.MeanBitPerS(direction->bytesPerOpportunity) / 8;
-    // At least one full-size packet, or nothing could ever be queued.
+    // At least one full-size (MTU, 1500-byte) packet, or a large packet could never be queued.
     direction->queueLimitBytes = std::max<uint32_t>(1500, static_cast<uint32_t>(meanBytesPerS * p.traceQueueMs / 1000));
     return direction;
 }
