@@ -4,6 +4,7 @@
     sudo ns3-tap-bridge/run.sh                                   # build, run, report
     sudo python3 ns3-tap-bridge/ns3_hybrid.py --bytes 20000000 --direction both \\
          --ns3-arg=--p2pRate=8Mbps --ns3-arg=--event=wifi-walk --ns3-arg=--eventAtS=5
+    sudo python3 ns3-tap-bridge/ns3_hybrid.py --scenario 5g-trace-lte   # a 5G trace path beside LTE
 
 Layout (all addresses the kernels see are in 198.18.0.0/15; see README.md):
 
@@ -19,7 +20,8 @@ attached across the move. Then the mptund client and server start (one path
 per uplink tap, bound by interface), a byte-checked TCP transfer runs through
 the tunnel, and the per-path throughput is printed from mptund's counters
 (--stats-file JSON) and from ns-3's (packets forwarded at both ends of each
-simulated link). Namespaces and processes are removed on exit, error or Ctrl-C.
+simulated link); a trace-driven path's also against what its trace offered
+over the transfer. Namespaces and processes are removed on exit, error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -47,7 +49,43 @@ from workspace import REPO_ROOT  # noqa: E402
 
 NS3_PROGRAM = HERE / "build" / "mptund-ns3"
 TRANSFER = REPO_ROOT / "testbed" / "transfer.py"
-LINK_TYPES = ("lte", "wifi", "p2p")
+LINK_TYPES = ("lte", "wifi", "p2p", "trace")
+TRACES_DIR = HERE / "traces"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named hybrid scenario: links and mptund-ns3 options (--scenario NAME).
+    Later --ns3-arg options override its ns-3 options (ns-3's last value wins)."""
+
+    links: str
+    ns3_args: tuple[str, ...]
+    description: str
+
+
+# Rate scale of the trace scenarios: the traces carry the published rates
+# (hundreds of Mbit/s), which the real-time simulator cannot keep up with on a
+# two-core machine (README, Fidelity caveats: about 20-40 Mbit/s in all). Each
+# opportunity then carries 1500 x this bytes at the published instants, as
+# linkem's rate_scale does; --ns3-arg=--traceRateScale=X overrides it.
+TRACE_RATE_SCALE = 0.05
+SCENARIOS = {
+    "default": Scenario("lte,wifi,p2p", (), "LTE + Wi-Fi + point-to-point models"),
+    "5g-trace-lte": Scenario(
+        "lte,trace",
+        (f"--traceDown={TRACES_DIR / '5g-midband-drive-down.mahi'}",
+         f"--traceUp={TRACES_DIR / '5g-midband-drive-up.mahi'}",
+         # Half the published 47 ms 5G latency (testbed/make_measured_traces.py).
+         "--traceDelay=24ms", f"--traceRateScale={TRACE_RATE_SCALE}"),
+        "a 5G mid-band drive trace (derived from Ookla's H1 2024 medians) beside the LTE model"),
+    "starlink-trace-lte": Scenario(
+        "lte,trace",
+        (f"--traceDown={TRACES_DIR / 'starlink-down.mahi'}", f"--traceUp={TRACES_DIR / 'starlink-up.mahi'}",
+         f"--traceDownDelays={TRACES_DIR / 'starlink-delay.csv'}",
+         f"--traceUpDelays={TRACES_DIR / 'starlink-delay.csv'}", f"--traceRateScale={TRACE_RATE_SCALE}"),
+        "a Starlink trace with 15 s slots and per-slot delay (derived from Ookla's 2024 Maine table) "
+        "beside the LTE model"),
+}
 SERVER_TAP = "srv"
 # The LAN between ns-3's core router and the server namespace (matches main.cc).
 CORE_LAN_GATEWAY = "198.18.250.1"
@@ -105,7 +143,7 @@ def check_prerequisites() -> None:
 class HybridBed:
     """Client, server and sim namespaces, ns-3 with one tap per link, and the daemons."""
 
-    links: list[str] = field(default_factory=lambda: list(LINK_TYPES))
+    links: list[str] = field(default_factory=lambda: ["lte", "wifi", "p2p"])
     ns3_args: list[str] = field(default_factory=list)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mptund-ns3-")))
     prefix: str | None = None
@@ -123,6 +161,8 @@ class HybridBed:
         self.pair: DaemonPair | None = None
         self.ns3_stats = self.workdir / "ns3-stats.json"
         self.ns3_log_path = self.workdir / "ns3.log"
+        # time.monotonic() at ns-3's simulated time 0 (from its ready file).
+        self.sim_epoch_monotonic: float | None = None
 
     def __enter__(self) -> "HybridBed":
         try:
@@ -175,6 +215,17 @@ class HybridBed:
                 raise HybridError(f"ns-3 did not open its taps within {NS3_START_TIMEOUT_S} s:\n"
                                   + self.ns3_log_path.read_text())
             time.sleep(0.02)
+        # Written in one go at simulated 1 ms; poll until it parses (the writer may be mid-write).
+        while self.sim_epoch_monotonic is None:
+            try:
+                report = json.loads(ready.read_text())
+                self.sim_epoch_monotonic = report["monotonic_s"] - report["sim_s"]
+            except (ValueError, KeyError):
+                time.sleep(0.01)
+
+    def sim_time(self, monotonic: float) -> float:
+        """Simulated seconds at a time.monotonic() instant, while ns-3 keeps real time."""
+        return monotonic - self.sim_epoch_monotonic
 
     def _configure_client(self) -> None:
         for path, tap in enumerate(self.links, start=1):
@@ -229,11 +280,13 @@ class HybridBed:
                 if time.monotonic() > deadline:
                     raise HybridError(f"transfer {name} did not finish within {timeout} s")
                 time.sleep(0.05)
+            # When the receiver saw the last byte, to within this loop's 50 ms polling.
+            ended = time.monotonic()
             sent, received = sender.stdout.read(), receiver.stdout.read()
             if sender.returncode or receiver.returncode:
                 raise HybridError(f"transfer {name} failed: sender {sender.returncode} {sent!r}, "
                                   f"receiver {receiver.returncode} {received!r}")
-            results[name] = {"sender": json.loads(sent), "receiver": json.loads(received)}
+            results[name] = {"sender": json.loads(sent), "receiver": json.loads(received), "ended_monotonic": ended}
             sender_report, receiver_report = results[name]["sender"], results[name]["receiver"]
             results[name]["byte_exact"] = (sender_report["bytes"] == receiver_report["bytes"] == count
                                            and sender_report["sha256"] == receiver_report["sha256"])
@@ -330,7 +383,43 @@ def mbit(nbytes: float, seconds: float) -> float:
     return nbytes * 8 / seconds / 1e6 if seconds > 0 else 0.0
 
 
-def summarise(links: list[str], transfer: dict, client: dict, ns3: dict) -> dict:
+def trace_capacity_mbit(capacity_bytes: list[int], bin_s: float, start_s: float, end_s: float) -> float:
+    """What a trace offered over [start_s, end_s) of simulated time, in Mbit/s, from
+    ns-3's capacity per bin of `bin_s` (a bin partly inside counts in proportion)."""
+    if end_s <= start_s:
+        return 0.0
+    offered = 0.0
+    for index, nbytes in enumerate(capacity_bytes):
+        overlap = min(end_s, (index + 1) * bin_s) - max(start_s, index * bin_s)
+        if overlap > 0:
+            offered += nbytes * overlap / bin_s
+    return mbit(offered, end_s - start_s)
+
+
+def trace_comparison(trace_link: dict, windows: dict, path: dict) -> dict:
+    """For each direction that carried a transfer: what the path delivered (ns-3's
+    count) against what its trace offered over that transfer's window."""
+    compared = {}
+    for direction, (start_s, end_s) in windows.items():
+        replay = trace_link[direction]
+        capacity = trace_capacity_mbit(replay["capacity_bytes_per_100ms"], 0.1, start_s, end_s)
+        carried = path[f"ns3_{direction}_mbit"]
+        compared[direction] = {
+            "window_sim_s": [round(start_s, 3), round(end_s, 3)],
+            "trace_capacity_mbit": round(capacity, 3),
+            "trace_mean_mbit": round(replay["mean_mbit"], 3),
+            "carried_mbit": carried,
+            "carried_share_of_capacity": round(carried / capacity, 3) if capacity > 0 else None,
+            "bytes_per_opportunity": replay["bytes_per_opportunity"],
+            "dropped_packets": replay["dropped_packets"],
+            "max_queue_bytes": replay["max_queue_bytes"],
+            "trace": replay["trace"],
+        }
+    return compared
+
+
+def summarise(links: list[str], transfer: dict, client: dict, ns3: dict,
+              windows: dict[str, tuple[float, float]] | None = None) -> dict:
     """Per-path throughput over the transfer, from mptund's and from ns-3's counters.
     Both are totals over the run divided by the transfer's duration (each
     direction's own with --direction both; its bytes then include the other
@@ -360,6 +449,9 @@ def summarise(links: list[str], transfer: dict, client: dict, ns3: dict) -> dict
             "ns3_up_lost": link["up"]["offered_packets"] - link["up"]["delivered_packets"],
             "ns3_down_lost": link["down"]["offered_packets"] - link["down"]["delivered_packets"],
         })
+        trace_link = ns3.get("trace_links", {}).get(name)
+        if trace_link is not None and windows:
+            paths[-1]["trace"] = trace_comparison(trace_link, windows, paths[-1])
     return {
         "transfer": {name: {"bytes": result["receiver"]["bytes"], "seconds": result["receiver"]["seconds"],
                             "goodput_mbit": round(mbit(result["receiver"]["bytes"], result["receiver"]["seconds"]), 3),
@@ -384,6 +476,14 @@ def print_summary(summary: dict) -> None:
         print(f"{path['name']:<6} {path['mptund_up_mbit']:>10.2f} {path['ns3_up_mbit']:>9.2f} "
               f"{path['mptund_down_mbit']:>12.2f} {path['ns3_down_mbit']:>10.2f} {srtt:>8} "
               f"{path['ns3_up_lost']:>8}/{path['ns3_down_lost']:<9}")
+    for path in summary["paths"]:
+        for direction, compared in path.get("trace", {}).items():
+            share = compared["carried_share_of_capacity"]
+            print(f"{path['name']} {direction}: carried {compared['carried_mbit']:.2f} Mbit/s of the "
+                  f"{compared['trace_capacity_mbit']:.2f} Mbit/s its trace offered over the transfer "
+                  f"({share * 100 if share is not None else 0:.0f} %; whole-trace mean "
+                  f"{compared['trace_mean_mbit']:.2f} Mbit/s at {compared['bytes_per_opportunity']} bytes per "
+                  f"opportunity; {compared['dropped_packets']} dropped at its queue)")
     lag = summary["realtime"]
     print()
     print(f"ns-3 ({summary['sync_mode']}): lag behind the wall clock max {lag['max_ms']:.2f} ms "
@@ -392,10 +492,28 @@ def print_summary(summary: dict) -> None:
           f"start-up (start-up max {lag['startup_max_ms']:.1f} ms)")
 
 
+def transfer_windows(bed: HybridBed, transfer: dict) -> dict[str, tuple[float, float]]:
+    """Each direction's transfer in simulated seconds: the receiver's duration,
+    ending when the runner saw it finish."""
+    windows = {}
+    for name, result in transfer.items():
+        end = bed.sim_time(result["ended_monotonic"])
+        windows[name] = (end - result["receiver"]["seconds"], end)
+    return windows
+
+
+def scenario_of(args) -> tuple[list[str], list[str]]:
+    """The links and ns-3 options of a run: the scenario's, then --links and --ns3-arg."""
+    scenario = SCENARIOS[args.scenario]
+    links = (args.links or scenario.links).split(",")
+    return links, [*scenario.ns3_args, *args.ns3_arg]
+
+
 def run(args, results: dict) -> dict:
     """One hybrid run; fills `results` as it learns (scenario first, so that a run
     that fails still leaves a record of what was tried) and returns the summary."""
-    with HybridBed(links=args.links.split(","), ns3_args=args.ns3_arg, prefix=args.prefix,
+    links, ns3_args = scenario_of(args)
+    with HybridBed(links=links, ns3_args=ns3_args, prefix=args.prefix,
                    scheduler=args.scheduler, realtime_priority=not args.no_rt_priority,
                    keep_workdir=args.keep_workdir) as bed:
         kept = f", logs kept in {bed.workdir}" if args.keep_workdir else ""
@@ -407,9 +525,9 @@ def run(args, results: dict) -> dict:
         finally:
             results["ns3_log"] = bed.ns3_log_path.read_text().splitlines()[-20:]
         client, _server, ns3 = bed.stop()
-        summary = summarise(bed.links, transfer, client, ns3)
+        summary = summarise(bed.links, transfer, client, ns3, transfer_windows(bed, transfer))
         summary["ns3_log"] = bed.ns3_log_path.read_text().splitlines()[-20:]
-        events = [line for line in summary["ns3_log"] if "wifi" in line or "lte" in line]
+        events = [line for line in summary["ns3_log"] if "wifi" in line or "lte" in line or "trace link" in line]
         for line in events:
             print("ns-3:", line)
         print_summary(summary)
@@ -436,7 +554,9 @@ def write_results(path: Path, results: dict) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--links", default="lte,wifi,p2p", help="links in path order (lte, wifi, p2p)")
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="default",
+                        help="; ".join(f"{name}: {s.description} (links {s.links})" for name, s in SCENARIOS.items()))
+    parser.add_argument("--links", help="links in path order (lte, wifi, p2p, trace); default: the scenario's")
     parser.add_argument("--bytes", type=int, default=10_000_000, help="bytes per transfer direction")
     parser.add_argument("--direction", choices=("up", "down", "both"), default="down",
                         help="up: client to server; down: server to client")
@@ -467,9 +587,10 @@ def main() -> int:
         "allow_lag": args.allow_lag,
         "exit_code": None,
         "error": None,
-        "scenario": {"links": args.links.split(","), "direction": args.direction, "bytes": args.bytes,
-                     "scheduler": args.scheduler, "ns3_rt_priority": None if args.no_rt_priority else NS3_RT_PRIORITY,
-                     "ns3_args": args.ns3_arg, "ns3": None},
+        "scenario": {"name": args.scenario, "links": scenario_of(args)[0], "direction": args.direction,
+                     "bytes": args.bytes, "scheduler": args.scheduler,
+                     "ns3_rt_priority": None if args.no_rt_priority else NS3_RT_PRIORITY,
+                     "ns3_args": scenario_of(args)[1], "ns3": None},
         "ns3_version": ns3_version(),
         "mptund_binary": None,
     }

@@ -12,6 +12,7 @@
 // then prints its counters as JSON.
 #include "monitor.h"
 #include "scenario.h"
+#include "trace_file.h"
 
 #include "ns3/csma-module.h"
 #include "ns3/tap-bridge-module.h"
@@ -179,7 +180,12 @@ Stall(double wallMs)
 void
 WriteReady(std::string path)
 {
-    std::ofstream(path) << "{\"taps_open\": true}\n";
+    // The wall clock (CLOCK_MONOTONIC, which steady_clock reads on Linux, as
+    // Python's time.monotonic does) at this simulated time: the runner maps
+    // its transfer's wall-clock window onto simulated time with it.
+    double monotonicS = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    std::ofstream(path) << std::setprecision(15) << "{\"taps_open\": true, \"sim_s\": " << Simulator::Now().GetSeconds()
+                        << ", \"monotonic_s\": " << monotonicS << "}\n";
     Note("all taps open, ready");
 }
 
@@ -226,7 +232,9 @@ WriteReport(std::ostream& out, const Params& p, const OptionTable& options, cons
         out << "}";
         first = false;
     }
-    out << "}}\n";
+    out << "}, \"trace_links\": ";
+    WriteTraceLinksJson(out, Simulator::Now().GetSeconds());
+    out << "}\n";
 }
 
 } // namespace
@@ -280,7 +288,7 @@ main(int argc, char* argv[])
     CommandLine cmd(__FILE__);
     OptionTable options(cmd);
     cmd.Usage("Attach mptund's uplink taps to simulated LTE, Wi-Fi and point-to-point links (real time).");
-    options.Add("links", "comma-separated links in path order: lte, wifi, p2p (tap i is named after link i)", p.links);
+    options.Add("links", "comma-separated links in path order: lte, wifi, p2p, trace (tap i is named after link i)", p.links);
     options.Add("serverTap", "tap device toward the server namespace", p.serverTap);
     options.Add("durationS", "stop after this many simulated seconds at the latest", p.durationS);
     options.Add("statsFile", "write the final counters (JSON) here as well as to stdout", p.statsFile);
@@ -302,6 +310,17 @@ main(int argc, char* argv[])
     options.Add("lteEnbSpacingM", "distance between the two eNBs (lte-handover)", p.lteEnbSpacingM);
     options.Add("lteRlcBufferBytes", "RLC UM transmit buffer (bytes)", p.lteRlcBufferBytes);
     options.Add("lteBackhaulDelay", "PGW to core router delay", p.lteBackhaulDelay);
+    options.Add("traceDown", "trace link: Mahimahi delivery trace server -> client", p.traceDown);
+    options.Add("traceUp", "trace link: Mahimahi delivery trace client -> server", p.traceUp);
+    options.Add("traceDelay", "trace link: one-way delay of each direction without a delay series", p.traceDelay);
+    options.Add("traceDownDelays", "trace link: time_ms,delay_ms series server -> client (loops with the trace)",
+                p.traceDownDelays);
+    options.Add("traceUpDelays", "trace link: time_ms,delay_ms series client -> server (loops with the trace)",
+                p.traceUpDelays);
+    options.Add("traceRateScale", "trace link: each opportunity carries 1500 x this many bytes (linkem's rate_scale)",
+                p.traceRateScale);
+    options.Add("traceQueueMs", "trace link: drop-tail queue of this many ms at the trace's mean rate",
+                p.traceQueueMs);
     options.Add("event", "none, wifi-walk or lte-handover", p.event);
     options.Add("eventAtS", "when the event starts (simulated seconds)", p.eventAtS);
     options.Add("walkSpeedMps", "wifi-walk speed away from the access point (m/s)", p.walkSpeedMps);
@@ -313,7 +332,7 @@ main(int argc, char* argv[])
     std::vector<std::string> links = SplitLinks(p.links);
     if (links.empty() || links.size() > 24)
     {
-        std::cerr << "--links: give 1 to 24 of lte, wifi, p2p, e.g. --links=lte,wifi,p2p\n";
+        std::cerr << "--links: give 1 to 24 of lte, wifi, p2p, trace, e.g. --links=lte,wifi,p2p\n";
         return 2;
     }
     if (p.event != "none" && p.event != "wifi-walk" && p.event != "lte-handover")
@@ -362,9 +381,21 @@ main(int argc, char* argv[])
         {
             BuildP2pLink(ctx);
         }
+        else if (name == "trace")
+        {
+            try
+            {
+                BuildTraceLink(ctx);
+            }
+            catch (const TraceFileError& error)
+            {
+                std::cerr << "trace link: " << error.what() << "\n";
+                return 2;
+            }
+        }
         else
         {
-            std::cerr << "--links: unknown link type '" << name << "' (known: lte, wifi, p2p)\n";
+            std::cerr << "--links: unknown link type '" << name << "' (known: lte, wifi, p2p, trace)\n";
             return 2;
         }
         counters.AddLink(i, name, access);

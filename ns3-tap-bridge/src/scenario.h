@@ -15,6 +15,7 @@
 #include "ns3/internet-module.h"
 #include "ns3/network-module.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,15 @@ struct Params
     double lteEnbSpacingM = 500;            ///< between the two eNBs (handover event only)
     uint32_t lteRlcBufferBytes = 200000;    ///< RLC UM transmit buffer of UE and eNB
     std::string lteBackhaulDelay = "10ms";  ///< PGW to core router
+
+    // Trace-driven link (Mahimahi delivery traces, see link_trace.cc).
+    std::string traceDown;              ///< server -> client trace (required for a trace link)
+    std::string traceUp;                ///< client -> server trace (required for a trace link)
+    std::string traceDelay = "20ms";    ///< one-way delay, each direction, unless a delay series is given
+    std::string traceDownDelays;        ///< "" or a time_ms,delay_ms series (loops with the down trace)
+    std::string traceUpDelays;          ///< "" or a time_ms,delay_ms series (loops with the up trace)
+    double traceRateScale = 1;          ///< bytes per opportunity = 1500 x this (linkem's rate_scale)
+    double traceQueueMs = 100;          ///< drop-tail limit: this long at the trace's (scaled) mean rate
 
     // Optional event.
     std::string event = "none"; ///< none | wifi-walk | lte-handover
@@ -108,6 +118,11 @@ struct LinkContext
 void BuildP2pLink(LinkContext& ctx);
 void BuildWifiLink(LinkContext& ctx);
 void BuildLteLink(LinkContext& ctx);
+/// Throws TraceFileError when a trace file or option is unusable.
+void BuildTraceLink(LinkContext& ctx);
+
+/// The trace links' replay counters and per-second capacity, as a JSON object by link name.
+void WriteTraceLinksJson(std::ostream& out, double simulatedS);
 
 /// Static routing helpers (every node uses Ipv4StaticRouting; no global routing,
 /// which cannot see through the EPC's GTP tunnel).
