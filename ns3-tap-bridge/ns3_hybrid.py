@@ -509,10 +509,20 @@ def scenario_of(args) -> tuple[list[str], list[str]]:
     return links, [*scenario.ns3_args, *args.ns3_arg]
 
 
+def write_traces() -> None:
+    """Writes the trace scenarios' files into TRACES_DIR. They are generated, not
+    committed: the generator is deterministic and takes under a second, and the
+    files are megabytes of lines."""
+    subprocess.run([sys.executable, str(REPO_ROOT / "testbed" / "make_measured_traces.py"), "--out",
+                    str(TRACES_DIR)], check=True, stdout=subprocess.DEVNULL)
+
+
 def run(args, results: dict) -> dict:
     """One hybrid run; fills `results` as it learns (scenario first, so that a run
     that fails still leaves a record of what was tried) and returns the summary."""
     links, ns3_args = scenario_of(args)
+    if "trace" in links:
+        write_traces()
     with HybridBed(links=links, ns3_args=ns3_args, prefix=args.prefix,
                    scheduler=args.scheduler, realtime_priority=not args.no_rt_priority,
                    keep_workdir=args.keep_workdir) as bed:
