@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mptund::buffers::HEADROOM;
+use mptund::buffers::{Packet, HEADROOM};
 use mptund::config::{ControllerChoice, SchedulerChoice};
 use mptund::crypto::{Aead, OpeningKey, SealingKey};
 use mptund::keys::PrivateKey;
@@ -22,6 +22,9 @@ use mptund::session::{ClientCore, Core, Outgoing, Received, ServerCore};
 use mptund::wire::{TAG_LEN, TRANSPORT_HEADER_LEN};
 
 const BATCH: usize = 64;
+/// Inner packets per TUN read in the batch benchmark: a 64 KiB offload read of
+/// full-size segments.
+const TUN_BATCH: usize = 44;
 /// The inner MTU of 1500-byte IPv4 paths.
 const MTU: usize = 1428;
 const SERVER_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 51900);
@@ -98,6 +101,8 @@ struct Pair {
     delivered: u64,
     /// Where datagrams are sealed, as the loop's send buffer.
     send_buffer: Vec<u8>,
+    /// A batch read from the TUN, kept for its room.
+    batch: Vec<Packet>,
 }
 
 impl Pair {
@@ -147,6 +152,7 @@ impl Pair {
             packet,
             delivered: 0,
             send_buffer: Vec::with_capacity(u16::MAX as usize),
+            batch: Vec::new(),
         };
         for socket in 0..paths {
             pair.client
@@ -237,6 +243,26 @@ impl Pair {
             .handle_tun_packet(self.now, packet, &mut self.out);
         self.exchange();
     }
+
+    /// A batch of `count` inner packets read from the client's TUN at once (as one
+    /// segmentation-offload read gives them), `count` × 10 µs after the last.
+    fn one_batch(&mut self, count: usize) {
+        self.now += Duration::from_micros(10) * count as u32;
+        if self.client.poll_timeout().is_some_and(|at| at <= self.now) {
+            self.client.handle_timeout(self.now, &mut self.out);
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        for _ in 0..count {
+            let mut packet = self.client.pool().take();
+            packet.inner_read_area()[..MTU].copy_from_slice(&self.packet);
+            packet.set_range(HEADROOM, HEADROOM + MTU);
+            batch.push(packet);
+        }
+        self.client
+            .handle_tun_packets(self.now, &mut batch, &mut self.out);
+        self.batch = batch;
+        self.exchange();
+    }
 }
 
 /// The address the client's socket `socket` sends from.
@@ -284,6 +310,16 @@ fn core(c: &mut Criterion) {
         group.bench_function(
             format!("client_tun_to_server_tun_per_packet/{paths}_paths"),
             |b| b.iter(|| pair.one_packet()),
+        );
+    }
+    group.finish();
+    let mut group = c.benchmark_group("core_batch");
+    group.throughput(Throughput::Elements(TUN_BATCH as u64));
+    for paths in [1, 3, 8] {
+        let mut pair = Pair::established(paths);
+        group.bench_function(
+            format!("client_tun_to_server_tun_batch_of_{TUN_BATCH}/{paths}_paths"),
+            |b| b.iter(|| pair.one_batch(TUN_BATCH)),
         );
     }
     group.finish();

@@ -88,9 +88,7 @@ impl Tun {
             match result {
                 Ok(()) => {
                     read += packets.len().max(1);
-                    for packet in packets.drain(..) {
-                        engine.handle_tun_packet(now, packet);
-                    }
+                    engine.handle_tun_packets(now, packets);
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(error)

@@ -640,6 +640,49 @@ impl ClientCore {
         }
     }
 
+    /// An inner packet from the TUN to the session; `continuing`: the packet before it
+    /// in the same batch went to the session, with nothing else in between. Returns
+    /// whether this one did.
+    fn send_from_tun(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        continuing: bool,
+        out: &mut Vec<Outgoing>,
+    ) -> bool {
+        let Some(session) = &mut self.session else {
+            refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
+                now,
+                DropReason::NoSession,
+                &"packet from the TUN before the session is up",
+            );
+            return false;
+        };
+        if packet.len() > session.max_inner_len() {
+            let len = packet.len();
+            refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
+                now,
+                DropReason::Oversize,
+                &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
+            );
+            return false;
+        }
+        let (pool, drops) = (&mut self.pool, &mut self.drops);
+        if continuing {
+            session.send_next_inner(now, packet, pool, drops);
+        } else {
+            session.send_inner(now, packet, pool, drops);
+        }
+        session.take_outbox(out);
+        true
+    }
+
     fn end_session(&mut self, now: Instant, why: &str) {
         if let Some(mut session) = self.session.take() {
             tracing::warn!(session = session.local_id.0, "session ended: {why}");
@@ -653,29 +696,19 @@ impl ClientCore {
 
 impl Core for ClientCore {
     fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>) {
-        let Some(session) = &mut self.session else {
-            return refuse(
-                &mut self.pool,
-                &mut self.drops,
-                packet,
-                now,
-                DropReason::NoSession,
-                &"packet from the TUN before the session is up",
-            );
-        };
-        if packet.len() > session.max_inner_len() {
-            let len = packet.len();
-            return refuse(
-                &mut self.pool,
-                &mut self.drops,
-                packet,
-                now,
-                DropReason::Oversize,
-                &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
-            );
+        self.send_from_tun(now, packet, false, out);
+    }
+
+    fn handle_tun_packets(
+        &mut self,
+        now: Instant,
+        packets: &mut Vec<Packet>,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let mut continuing = false;
+        for packet in packets.drain(..) {
+            continuing = self.send_from_tun(now, packet, continuing, out);
         }
-        session.send_inner(now, packet, &mut self.pool, &mut self.drops);
-        session.take_outbox(out);
     }
 
     fn handle_datagram(

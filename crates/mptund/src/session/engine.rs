@@ -95,6 +95,12 @@ impl<C: Core> Engine<C> {
         self.produce(now, |core, out| core.handle_tun_packet(now, packet, out));
     }
 
+    /// Inner packets read from the TUN in one batch at `now`, in order; `packets` is
+    /// left empty (it keeps its room).
+    pub fn handle_tun_packets(&mut self, now: Instant, packets: &mut Vec<Packet>) {
+        self.produce(now, |core, out| core.handle_tun_packets(now, packets, out));
+    }
+
     /// A datagram read from socket `received.socket`.
     pub fn handle_datagram(&mut self, now: Instant, received: Received, packet: Packet) {
         self.produce(now, |core, out| {

@@ -140,6 +140,18 @@ pub struct Received {
 pub trait Core {
     /// An inner packet read from the TUN, in `packet.bytes()` with head- and tailroom.
     fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>);
+    /// Inner packets read from the TUN in one batch at `now`, in order; `packets` is
+    /// left empty. Consecutive packets for one session are scheduled as one run.
+    fn handle_tun_packets(
+        &mut self,
+        now: Instant,
+        packets: &mut Vec<Packet>,
+        out: &mut Vec<Outgoing>,
+    ) {
+        for packet in packets.drain(..) {
+            self.handle_tun_packet(now, packet, out);
+        }
+    }
     /// A datagram read from socket `received.socket`.
     fn handle_datagram(
         &mut self,
@@ -279,8 +291,10 @@ struct Sender {
     resend_queue: resend::ResendQueue,
     /// Runs of sequence numbers lost with no path to re-send them on, for the peer.
     given_up: Vec<(SeqNo, u16)>,
-    /// Scratch for the scheduler's view of the paths, reused for every packet.
+    /// The scheduler's view of the paths, reused for every packet.
     views: Vec<PathView>,
+    /// What `views` shows while a run of placements lasts (see `send::ViewsShown`).
+    views_shown: Option<send::ViewsShown>,
     /// Scratch for packets a probe declared lost.
     lost: Vec<LostPacket>,
     /// Scratch for copies of a suspect path's packets.
@@ -338,6 +352,7 @@ impl Session {
                 // schedules a packet or gives one up.
                 given_up: Vec::new(),
                 views: Vec::new(),
+                views_shown: None,
                 lost: Vec::new(),
                 copies: Vec::new(),
             },

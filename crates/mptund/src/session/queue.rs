@@ -178,6 +178,18 @@ impl Session {
         pool: &mut BufferPool,
         drops: &mut DropCounters,
     ) {
+        self.sender.views_shown = None;
+        self.drain_send_queue_in_run(now, pool, drops);
+    }
+
+    /// [`Session::drain_send_queue`] within a run of placements (see
+    /// [`super::send::ViewsShown`]).
+    pub(super) fn drain_send_queue_in_run(
+        &mut self,
+        now: Instant,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+    ) {
         let Some(route) = self.drain_resend_queue(now, pool, drops) else {
             return;
         };

@@ -184,6 +184,8 @@ impl Session {
         urgency: Resend,
         pool: &mut BufferPool,
     ) -> bool {
+        // A loss or a dead path changed the paths: the views are built afresh.
+        self.sender.views_shown = None;
         self.paths[from].reinjected_away += 1;
         let urgent = urgency == Resend::Urgent;
         // A path that died or went quiet is avoided; one that lost a packet to the

@@ -12,8 +12,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use mptund_sched::{
-    latency_critical_paths, repair_pick, PacketClass, PacketInfo, PathId, PathSet, PathState, Pick,
-    Scheduler, SeqNo,
+    latency_critical_paths, repair_pick, PacketClass, PacketInfo, PathId, PathSet, PathState,
+    PathView, Pick, Scheduler, SeqNo,
 };
 
 use super::classify::classify;
@@ -62,6 +62,21 @@ impl Route {
     }
 }
 
+/// What the scheduler's views show while a run of placements lasts: a run is
+/// placements at one instant with nothing but themselves changing the paths in
+/// between (a drain of the queues, a batch from the TUN). The views are built in full
+/// for its first packet; after that only the paths a placement sent on are looked at
+/// again. With three paths that is a third of the work per packet, an eighth with
+/// eight.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ViewsShown {
+    now: Instant,
+    len: usize,
+    route: Route,
+    /// Paths sent on since the views were built.
+    changed: PathSet,
+}
+
 /// Where an inner packet goes and under which sequence number.
 pub(super) enum Placement {
     Sent,
@@ -72,6 +87,30 @@ impl Session {
     /// Schedules one inner packet from the TUN. Packets already waiting go first, so
     /// the stream stays in order.
     pub fn send_inner(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+    ) {
+        self.sender.views_shown = None;
+        self.send_inner_in_run(now, packet, pool, drops);
+    }
+
+    /// [`Session::send_inner`] for the next packet of a batch read from the TUN at
+    /// `now`, with no other call into the session since the previous one: the run of
+    /// placements goes on (see [`ViewsShown`]).
+    pub fn send_next_inner(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        pool: &mut BufferPool,
+        drops: &mut DropCounters,
+    ) {
+        self.send_inner_in_run(now, packet, pool, drops);
+    }
+
+    fn send_inner_in_run(
         &mut self,
         now: Instant,
         packet: Packet,
@@ -99,36 +138,53 @@ impl Session {
             }
         } else {
             self.enqueue(now, packet, retransmission, pool, drops);
-            self.drain_send_queue(now, pool, drops);
+            self.drain_send_queue_in_run(now, pool, drops);
         }
     }
 
     /// Fills the scheduler's views of the paths `route` allows; an urgent re-send
     /// sees no windows and no pacing, and a path a repair waits for is shown unable to
-    /// send.
+    /// send. Within a run of placements for the same instant, length and route, only
+    /// the views of the paths sent on since are built again.
     fn refresh_views(&mut self, now: Instant, len: usize, route: Route) {
-        let (avoid, waited_for, urgent) = match route {
-            Route::New => (None, None, false),
-            Route::NewBesides(waited_for) => (None, Some(waited_for), false),
-            Route::Again { avoid, urgent } => (avoid, None, urgent),
-        };
-        self.sender.views.clear();
+        let shown = self
+            .sender
+            .views_shown
+            .filter(|shown| shown.now == now && shown.len == len && shown.route == route);
+        self.sender.views_shown = Some(ViewsShown {
+            now,
+            len,
+            route,
+            changed: PathSet::EMPTY,
+        });
         let path_timeout = self.settings.path_timeout;
         let reference = self.forward_delay_reference();
-        for path in &mut self.paths {
-            if Some(path.id) == avoid {
-                continue;
+        match shown {
+            Some(shown) => {
+                for id in shown.changed.iter() {
+                    let Some(path) = self.paths.iter_mut().find(|path| path.id == id) else {
+                        continue;
+                    };
+                    let view = path.view(now, path_timeout, len, reference);
+                    if let Some(slot) = self.sender.views.iter_mut().find(|v| v.id == id) {
+                        *slot = shown_to_scheduler(view, route);
+                    }
+                }
             }
-            let mut view = path.view(now, path_timeout, len, reference);
-            if urgent {
-                view.cwnd_bytes = None;
-                view.pacing_ready = true;
+            None => {
+                self.sender.views.clear();
+                let avoid = match route {
+                    Route::Again { avoid, .. } => avoid,
+                    Route::New | Route::NewBesides(_) => None,
+                };
+                for path in &mut self.paths {
+                    if Some(path.id) == avoid {
+                        continue;
+                    }
+                    let view = path.view(now, path_timeout, len, reference);
+                    self.sender.views.push(shown_to_scheduler(view, route));
+                }
             }
-            if Some(path.id) == waited_for {
-                // Taken by the repair: new packets wait behind it, or go elsewhere.
-                view.pacing_ready = false;
-            }
-            self.sender.views.push(view);
         }
     }
 
@@ -235,6 +291,9 @@ impl Session {
         let path = &mut self.paths[index];
         let assigned_len = TransportLayout::data(0, packet.len()).datagram_len();
         path.on_data_assigned(now, assigned_len);
+        if let Some(shown) = &mut self.sender.views_shown {
+            shown.changed.insert(path.id);
+        }
         self.sender.scheduler.on_sent(now, path.id, assigned_len);
         #[allow(
             clippy::expect_used,
@@ -723,4 +782,101 @@ pub(super) fn append_finished(
     buffer.extend_from_slice(packet.bytes());
     pool.recycle(packet);
     len
+}
+
+/// A path's view as `route` shows it to the scheduler: an urgent re-send sees no
+/// window and no pacing, and the path a repair waits for cannot take a new packet.
+fn shown_to_scheduler(mut view: PathView, route: Route) -> PathView {
+    match route {
+        Route::Again { urgent: true, .. } => {
+            view.cwnd_bytes = None;
+            view.pacing_ready = true;
+        }
+        // Taken by the repair: new packets wait behind it, or go elsewhere.
+        Route::NewBesides(waited_for) if waited_for == view.id => view.pacing_ready = false,
+        _ => {}
+    }
+    view
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use linkem::LinkConfig;
+    use mptund_sched::SchedulerChoice;
+
+    use crate::buffers::HEADROOM;
+    use crate::session::testing::session_settings;
+    use crate::sim::{
+        tcp_packet, Delivery, PathConfig, Sim, SimConfig, CLIENT_INNER, SERVER_INNER,
+    };
+
+    const MTU: usize = 1400;
+    const PAYLOAD: usize = MTU - 40;
+
+    /// Runs three unequal paths and hands the client's TUN bursts of 24 segments every
+    /// 2 ms, as one batch or one by one at the same instant. Returns what the server
+    /// delivered and the data packets each client path sent.
+    fn bursts(batched: bool) -> (Vec<Delivery>, Vec<u64>) {
+        let settings = session_settings(
+            SchedulerChoice::EarliestArrival(Default::default()),
+            Duration::from_millis(100),
+            MTU,
+        );
+        let path = |rate_mbit: u64, delay_ms: u64| {
+            let rate = rate_mbit * 1_000_000;
+            PathConfig::symmetric(
+                LinkConfig::delay_only(Duration::from_millis(delay_ms))
+                    .with_rate_bit_per_s(rate)
+                    .with_queue_limit_bytes((rate / 8 / 20) as usize),
+            )
+        };
+        let config = SimConfig::new(settings, vec![path(40, 10), path(20, 25), path(8, 40)]);
+        let mut sim = Sim::established(config);
+        let mut tag = 0;
+        let mut batch = Vec::new();
+        for _ in 0..300 {
+            let now = sim.now();
+            let engine = sim.client_mut();
+            for _ in 0..24 {
+                let bytes = tcp_packet(CLIENT_INNER, SERVER_INNER, 1, tag, PAYLOAD);
+                tag += 1;
+                let mut packet = engine.pool().take();
+                packet.buffer_mut()[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(&bytes);
+                packet.set_range(HEADROOM, HEADROOM + bytes.len());
+                batch.push(packet);
+            }
+            if batched {
+                engine.handle_tun_packets(now, &mut batch);
+            } else {
+                for packet in batch.drain(..) {
+                    engine.handle_tun_packet(now, packet);
+                }
+            }
+            sim.run_for(Duration::from_millis(2));
+        }
+        sim.run_for(Duration::from_secs(1));
+        let sent = sim
+            .client_report()
+            .sessions
+            .iter()
+            .flat_map(|session| session.paths.iter().map(|path| path.sent_data_packets))
+            .collect();
+        (sim.server_tun().to_vec(), sent)
+    }
+
+    #[test]
+    fn a_batch_from_the_tun_is_placed_as_its_packets_one_by_one_would_be() {
+        let (batched, batched_sent) = bursts(true);
+        let (one_by_one, one_by_one_sent) = bursts(false);
+        // Every path carried some of it: the views that were kept mattered.
+        assert!(
+            one_by_one_sent.iter().all(|&sent| sent > 100),
+            "{one_by_one_sent:?}"
+        );
+        assert_eq!(batched_sent, one_by_one_sent);
+        assert_eq!(batched.len(), one_by_one.len());
+        assert!(batched == one_by_one, "the deliveries differ");
+    }
 }

@@ -841,6 +841,80 @@ impl ServerCore {
     }
 
     /// Notes a session a packet changed, for [`Core::flush_acks`].
+    /// An inner packet from the TUN to its peer's session; `previous`: the session the
+    /// packet before it in the same batch went to, with nothing else in between.
+    /// Returns the session it went to.
+    fn send_from_tun(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        previous: Option<SessionId>,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<SessionId> {
+        let header = match inner::inspect(packet.bytes()) {
+            Ok(header) => header,
+            Err(error) => {
+                self.pool.recycle(packet);
+                self.drops
+                    .record(now, DropReason::InvalidInnerPacket, &error);
+                return None;
+            }
+        };
+        let Some(peer) = self.route(header.destination) else {
+            refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
+                now,
+                DropReason::NoRoute,
+                &format_args!("no peer owns {}", header.destination),
+            );
+            return None;
+        };
+        let Some(session_id) = self.peers[peer]
+            .session
+            .filter(|id| self.sessions.contains_key(id))
+        else {
+            refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
+                now,
+                DropReason::NoSession,
+                &format_args!("peer {} has no session", self.peers[peer].settings.name),
+            );
+            return None;
+        };
+        let held = self.begin_step(now, session_id);
+        let Some(entry) = self.sessions.get_mut(&session_id) else {
+            self.pool.recycle(packet);
+            return None;
+        };
+        if packet.len() > entry.session.max_inner_len() {
+            let len = packet.len();
+            refuse(
+                &mut self.pool,
+                &mut self.drops,
+                packet,
+                now,
+                DropReason::Oversize,
+                &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
+            );
+            self.end_step(session_id, held);
+            return None;
+        }
+        let (pool, drops) = (&mut self.pool, &mut self.drops);
+        if previous == Some(session_id) {
+            entry.session.send_next_inner(now, packet, pool, drops);
+        } else {
+            entry.session.send_inner(now, packet, pool, drops);
+        }
+        entry.session.take_outbox(out);
+        self.end_step(session_id, held);
+        self.touch(session_id);
+        Some(session_id)
+    }
+
     fn touch(&mut self, id: SessionId) {
         // Consecutive packets of a batch mostly share a session.
         if self.touched.last() != Some(&id) {
@@ -926,59 +1000,19 @@ fn routes_of(peers: &[Peer]) -> Vec<(IpNet, usize)> {
 
 impl Core for ServerCore {
     fn handle_tun_packet(&mut self, now: Instant, packet: Packet, out: &mut Vec<Outgoing>) {
-        let header = match inner::inspect(packet.bytes()) {
-            Ok(header) => header,
-            Err(error) => {
-                self.pool.recycle(packet);
-                return self
-                    .drops
-                    .record(now, DropReason::InvalidInnerPacket, &error);
-            }
-        };
-        let Some(peer) = self.route(header.destination) else {
-            return refuse(
-                &mut self.pool,
-                &mut self.drops,
-                packet,
-                now,
-                DropReason::NoRoute,
-                &format_args!("no peer owns {}", header.destination),
-            );
-        };
-        let Some(session_id) = self.peers[peer]
-            .session
-            .filter(|id| self.sessions.contains_key(id))
-        else {
-            return refuse(
-                &mut self.pool,
-                &mut self.drops,
-                packet,
-                now,
-                DropReason::NoSession,
-                &format_args!("peer {} has no session", self.peers[peer].settings.name),
-            );
-        };
-        let held = self.begin_step(now, session_id);
-        let Some(entry) = self.sessions.get_mut(&session_id) else {
-            return self.pool.recycle(packet);
-        };
-        if packet.len() > entry.session.max_inner_len() {
-            let len = packet.len();
-            return refuse(
-                &mut self.pool,
-                &mut self.drops,
-                packet,
-                now,
-                DropReason::Oversize,
-                &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
-            );
+        self.send_from_tun(now, packet, None, out);
+    }
+
+    fn handle_tun_packets(
+        &mut self,
+        now: Instant,
+        packets: &mut Vec<Packet>,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let mut previous = None;
+        for packet in packets.drain(..) {
+            previous = self.send_from_tun(now, packet, previous, out);
         }
-        entry
-            .session
-            .send_inner(now, packet, &mut self.pool, &mut self.drops);
-        entry.session.take_outbox(out);
-        self.end_step(session_id, held);
-        self.touch(session_id);
     }
 
     fn handle_datagram(
