@@ -5,9 +5,10 @@
 //! public methods (`handle_tun_packet`, `handle_datagram`, `flush_acks`,
 //! `handle_timeout`, `poll_timeout`, `poll_transmit`, `has_transmit`,
 //! `on_socket_full`, `on_send_failed`, `set_socket_open`, `poll_tun_packet`,
-//! `report`), so what the engine keeps per socket (blocked sockets, GSO runs) runs
-//! here as it does in the daemon, and a change inside the session does not change
-//! the simulator.
+//! `report`, and what the daemon's reload and shutdown use: `produce`,
+//! `fail_transmits`, `close`), so what the engine keeps per socket (blocked sockets,
+//! GSO runs) runs here as it does in the daemon, and a change inside the session
+//! does not change the simulator.
 //!
 //! Each side's sockets are modelled as the kernel's are. A send is one GSO run from
 //! [`Engine::poll_transmit`], split into its segments. It enters the socket's send
@@ -23,10 +24,13 @@
 //! random loss, outages, and the run-time cut and scripted losses tests use to lose
 //! a given datagram.
 //!
-//! Tests may also act as an on-path attacker (capture the client's datagrams,
-//! inject bytes at the server), restart the server, and reach a core for what the
-//! daemon's reload does; reading state goes through [`Engine::report`] and the
-//! engines' cores.
+//! Tests may also act as an on-path attacker (capture what either side's sockets
+//! took, hand the server a batch of datagrams from any addresses or the client one
+//! from the server's, make an init with the client's key), wake the server once to
+//! see what one wake-up does, restart either end, step the client's wall clock, add
+//! and remove client paths as the daemon's reload does, and reach a core for the
+//! rest of a reload; reading state goes through [`Engine::report`] and the engines'
+//! cores.
 //!
 //! Time is virtual ([`linkem::sim::Clock`]): a run takes microseconds per simulated
 //! second, and the same [`SimConfig`] (seed included) gives the same deliveries at
@@ -56,8 +60,11 @@ mod socket;
 
 use crate::session::testing::{client_settings, pool, server_settings};
 use crate::session::{
-    ClientCore, Engine, Received, Report, ServerCore, ServerSettings, SessionSettings,
+    ClientCore, ClientPathSettings, Engine, Received, ReconfigureError, Report, ServerCore,
+    ServerSettings, SessionSettings,
 };
+use mptund_sched::PathId;
+pub use side::Captured;
 use side::{Side, Wiring};
 use socket::{Datagram, SimSocket};
 pub use socket::{SocketConfig, SocketStats, DEFAULT_SEND_BUFFER_BYTES};
@@ -183,10 +190,20 @@ pub struct Sim {
     events: EventQueue<Event>,
     /// The client's wall clock, in UNIX nanoseconds, moved with the virtual one.
     wall: Arc<AtomicU64>,
-    /// What a restarted server is built from.
+    /// Where the client's wall clock stands from where the virtual clock puts it,
+    /// in nanoseconds: a test steps it ([`Sim::set_client_wall_clock`]).
+    wall_offset_nanos: i128,
+    /// The handshake timestamp ceiling the client last asked to store (the
+    /// daemon's state file), kept across its restarts.
+    stored_ceiling: Option<u64>,
+    /// What a restarted server or client is built from.
     server_key: PrivateKey,
-    client_public: PublicKey,
+    client_key: PrivateKey,
+    /// Paths the client was started with.
+    client_paths: usize,
     session: SessionSettings,
+    /// Seeds the handshake jitter of each restarted client.
+    restart_seeds: SeededRng,
     /// Per client path: RTT samples seen so far, while samples are tracked.
     rtt_samples_seen: Option<Vec<u64>>,
     rtt_samples: Vec<RttSample>,
@@ -206,8 +223,9 @@ impl Sim {
         };
         let client_key = key();
         let server_key = key();
-        let mut handshake_jitter = SeededRng::new(seeds.next_u64());
+        let handshake_jitter = SeededRng::new(seeds.next_u64());
         let mut network = Network::new(base, seeds.next_u64());
+        let restart_seeds = SeededRng::new(seeds.next_u64());
         // `hops[i]` says what link `LinkId(i)` stands for: push one per link added.
         let mut hops = Vec::new();
         let mut client_sockets = Vec::new();
@@ -224,20 +242,15 @@ impl Sim {
         hops.push(Hop::ServerSocket);
 
         let wall = Arc::new(AtomicU64::new(WALL_CLOCK_START_NANOS));
-        let client_wall = wall.clone();
-        let client_core = ClientCore::new(
+        let client_core = client_core(
             base,
-            Box::new(move || client_wall.load(Ordering::Relaxed)),
-            client_settings(
-                client_key.clone(),
-                server_key.public_key(),
-                SERVER_ADDR,
-                config.paths.len(),
-                config.session.clone(),
-            ),
-            pool(config.session.max_inner_len),
-        )
-        .with_random_source(Box::new(move || (handshake_jitter.next_u64() >> 32) as u32));
+            &wall,
+            &client_key,
+            &server_key,
+            config.paths.len(),
+            &config.session,
+            handshake_jitter,
+        );
         let server_core = ServerCore::new(
             server_settings(
                 server_key.clone(),
@@ -278,11 +291,15 @@ impl Sim {
             },
             events: EventQueue::default(),
             wall,
+            wall_offset_nanos: 0,
+            stored_ceiling: None,
             rtt_samples_seen: None,
             rtt_samples: Vec::new(),
             server_key,
-            client_public: client_key.public_key(),
+            client_key,
+            client_paths: config.paths.len(),
             session: config.session,
+            restart_seeds,
         }
     }
 
@@ -291,7 +308,7 @@ impl Sim {
     pub fn restart_server_with(&mut self, change: impl FnOnce(&mut ServerSettings)) {
         let mut settings = server_settings(
             self.server_key.clone(),
-            self.client_public,
+            self.client_key.public_key(),
             IpAddr::V4(CLIENT_INNER),
             self.session.clone(),
         );
@@ -306,6 +323,110 @@ impl Sim {
     /// The server's public key, as a client (or an attacker) knows it.
     pub fn server_public_key(&self) -> PublicKey {
         self.server_key.public_key()
+    }
+
+    /// The client's private key, for a test that makes what only the client could
+    /// (a genuine init an attacker held back, or a copy of one with other fields).
+    pub fn client_key(&self) -> &PrivateKey {
+        &self.client_key
+    }
+
+    /// The client process restarts with the paths it was started with: the same
+    /// key, no session, a fresh handshake jitter, its sends the socket held lost.
+    /// With `resume_timestamps` it starts from the handshake timestamp ceiling its
+    /// last run stored and stores its own, as the daemon does with a state
+    /// directory. Datagrams on their way to it arrive at the new run, as at a
+    /// socket bound to the same port.
+    pub fn restart_client(&mut self, resume_timestamps: bool) {
+        let now = self.now();
+        let mut core = client_core(
+            now,
+            &self.wall,
+            &self.client_key,
+            &self.server_key,
+            self.client_paths,
+            &self.session,
+            SeededRng::new(self.restart_seeds.next_u64()),
+        );
+        if resume_timestamps {
+            core.resume_handshake_timestamps(self.stored_ceiling);
+        }
+        self.client.engine = Engine::new(core);
+        for (index, socket) in self.client.sockets.iter_mut().enumerate() {
+            socket.unsent = None;
+            if index < self.client_paths && socket.open {
+                self.client.engine.set_socket_open(now, index, true);
+            }
+        }
+        self.settle();
+    }
+
+    /// The client's wall clock reads `unix_nanos` now, and runs on with the virtual
+    /// clock from there (a step, as NTP or a reboot without a real-time clock makes).
+    pub fn set_client_wall_clock(&mut self, unix_nanos: u64) {
+        self.wall_offset_nanos = i128::from(unix_nanos) - i128::from(self.unstepped_wall());
+        self.wall_follows_clock();
+    }
+
+    /// What the client's wall clock reads now, in UNIX nanoseconds.
+    pub fn client_wall_clock(&self) -> u64 {
+        self.wall.load(Ordering::Relaxed)
+    }
+
+    /// The handshake timestamp ceiling the client last stored, if it stores them.
+    pub fn stored_timestamp_ceiling(&self) -> Option<u64> {
+        self.stored_ceiling
+    }
+
+    /// Adds a client path on a new socket (the next index) over `path`'s links and
+    /// opens it, as the daemon's reload does; its datagrams come from
+    /// [`client_addr`] of that index.
+    pub fn add_client_path(
+        &mut self,
+        settings: ClientPathSettings,
+        path: PathConfig,
+    ) -> Result<PathId, ReconfigureError> {
+        let now = self.now();
+        let index = self.client.sockets.len();
+        let id = self
+            .client
+            .engine
+            .core_mut()
+            .add_path(now, settings, index)?;
+        self.client
+            .sockets
+            .push(SimSocket::new(path.socket, &mut self.network));
+        self.hops.push(Hop::ClientSocket(index));
+        self.wiring.up.push(self.network.add_link(path.up));
+        self.hops.push(Hop::Up(index));
+        self.wiring.down.push(self.network.add_link(path.down));
+        self.hops.push(Hop::Down(index));
+        self.wiring.client_addrs.push(client_addr(index));
+        self.client.engine.set_socket_open(now, index, true);
+        self.settle();
+        Ok(id)
+    }
+
+    /// Removes client path `name` as the daemon's reload does: what it had in
+    /// flight goes to the others, then its socket closes (its refused send and what
+    /// waited for it fail; it reads nothing more). Returns the socket's index.
+    pub fn remove_client_path(&mut self, name: &str) -> Result<usize, ReconfigureError> {
+        let now = self.now();
+        let socket = self
+            .client
+            .engine
+            .produce(now, |core, out| core.remove_path(now, name, out))?;
+        if let Some(closed) = self.client.sockets.get_mut(socket) {
+            closed.open = false;
+            if let Some((transmit, _)) = closed.unsent.take() {
+                let error =
+                    std::io::Error::new(std::io::ErrorKind::NotConnected, "path socket closed");
+                self.client.engine.on_send_failed(now, &transmit, &error);
+            }
+        }
+        self.client.engine.fail_transmits(now, socket);
+        self.settle();
+        Ok(socket)
     }
 
     pub fn restart_server(&mut self) {
@@ -495,10 +616,23 @@ impl Sim {
         self.client.captured = Some(Vec::new());
     }
 
-    /// The datagrams the client's sockets took since [`Sim::capture_client_datagrams`],
-    /// with each one's path.
-    pub fn client_datagrams(&self) -> &[(usize, Vec<u8>)] {
+    /// The datagrams the client's sockets took since [`Sim::capture_client_datagrams`];
+    /// a datagram's socket is its path.
+    pub fn client_datagrams(&self) -> &[Captured] {
         self.client.captured.as_deref().unwrap_or_default()
+    }
+
+    /// From now on, keeps a copy of every datagram the server's socket takes,
+    /// wherever it is sent (see [`Sim::server_datagrams`]); what was kept before is
+    /// forgotten.
+    pub fn capture_server_datagrams(&mut self) {
+        self.server.captured = Some(Vec::new());
+    }
+
+    /// The datagrams the server's socket took since
+    /// [`Sim::capture_server_datagrams`], in the order it took them.
+    pub fn server_datagrams(&self) -> &[Captured] {
+        self.server.captured.as_deref().unwrap_or_default()
     }
 
     /// `bytes` reach the server now from client path `path`'s address, as from an
@@ -509,14 +643,53 @@ impl Sim {
 
     /// `bytes` reach the server now from `from`, any address.
     pub fn inject_to_server_from(&mut self, from: SocketAddr, bytes: &[u8]) {
+        self.inject_batch_to_server([(from, bytes)]);
+    }
+
+    /// The server reads `batch` now, each datagram from its address, in one batch:
+    /// acknowledgements (and cookie replies) are flushed once after it, as the
+    /// daemon does after a batch of reads. Its timers do not run.
+    pub fn inject_batch_to_server<'a>(
+        &mut self,
+        batch: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
+    ) {
+        let now = self.now();
+        for (from, bytes) in batch {
+            let received = Received {
+                socket: 0,
+                from,
+                local_ip: Some(SERVER_ADDR.ip()),
+            };
+            self.server.read_datagram(now, received, bytes);
+        }
+        self.server.engine.flush_acks(now);
+        self.settle();
+    }
+
+    /// `bytes` reach the client now on path `path`'s socket from the server's
+    /// address, as from an attacker who spoofs it; a closed socket reads nothing.
+    pub fn inject_to_client(&mut self, path: usize, bytes: &[u8]) {
+        if !self.client.sockets[path].open {
+            return;
+        }
         let now = self.now();
         let received = Received {
-            socket: 0,
-            from,
-            local_ip: Some(SERVER_ADDR.ip()),
+            socket: path,
+            from: SERVER_ADDR,
+            local_ip: None,
         };
-        self.server.read_datagram(now, received, bytes);
-        self.server.engine.flush_acks(now);
+        self.client.read_datagram(now, received, bytes);
+        self.client.engine.flush_acks(now);
+        self.record_rtt_samples();
+        self.settle();
+    }
+
+    /// One wake-up of the server's loop now with nothing to read: its timers run if
+    /// due, and what that produced is sent. [`Sim::run_for`] instead wakes it as
+    /// often as it asks within the interval.
+    pub fn wake_server(&mut self) {
+        let now = self.now();
+        self.server.handle_timeout(now);
         self.settle();
     }
 
@@ -629,12 +802,16 @@ impl Sim {
             .map(|end| self.clock.base() + end)
     }
 
-    fn wall_follows_clock(&self) {
+    /// The client's wall clock as the virtual clock alone puts it.
+    fn unstepped_wall(&self) -> u64 {
         let nanos = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.wall.store(
-            WALL_CLOCK_START_NANOS.saturating_add(nanos),
-            Ordering::Relaxed,
-        );
+        WALL_CLOCK_START_NANOS.saturating_add(nanos)
+    }
+
+    fn wall_follows_clock(&self) {
+        let stepped = i128::from(self.unstepped_wall()) + self.wall_offset_nanos;
+        let nanos = u64::try_from(stepped.max(0)).unwrap_or(u64::MAX);
+        self.wall.store(nanos, Ordering::Relaxed);
     }
 
     /// One wake-up of both loops at the clock's instant.
@@ -700,6 +877,7 @@ impl Sim {
     /// timestamp ceiling when asked to, writes to the TUNs and sends what waits.
     fn settle(&mut self) {
         if let Some(ceiling) = self.client.engine.core().timestamp_to_store() {
+            self.stored_ceiling = Some(ceiling);
             self.client.engine.core_mut().timestamp_stored(ceiling);
         }
         self.client
@@ -707,6 +885,34 @@ impl Sim {
         self.server
             .flush(&self.clock, &mut self.network, &self.wiring);
     }
+}
+
+/// A client core with `paths` paths reading its wall clock from `wall`, its
+/// handshake jitter drawn from `jitter`, its paths not yet open.
+fn client_core(
+    now: Instant,
+    wall: &Arc<AtomicU64>,
+    key: &PrivateKey,
+    server_key: &PrivateKey,
+    paths: usize,
+    session: &SessionSettings,
+    mut jitter: SeededRng,
+) -> ClientCore {
+    let wall = wall.clone();
+    let settings = client_settings(
+        key.clone(),
+        server_key.public_key(),
+        SERVER_ADDR,
+        paths,
+        session.clone(),
+    );
+    ClientCore::new(
+        now,
+        Box::new(move || wall.load(Ordering::Relaxed)),
+        settings,
+        pool(session.max_inner_len),
+    )
+    .with_random_source(Box::new(move || (jitter.next_u64() >> 32) as u32))
 }
 
 /// An inner IPv4 TCP segment (ACK|PSH) of flow `flow` with `payload` bytes after

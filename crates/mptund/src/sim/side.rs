@@ -2,7 +2,7 @@
 //! it (`daemon/mod.rs`: `flush`, `send_waiting`, `send_unsent`, `send`).
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use linkem::sim::{Clock, LinkId, Network};
 
@@ -47,15 +47,26 @@ impl Wiring {
     }
 }
 
+/// A datagram a socket took, kept while a test captures them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    /// When the socket took it, from the start of the run.
+    pub at: Duration,
+    /// The socket: the client's path index, or the server's one socket (0).
+    pub socket: usize,
+    pub destination: SocketAddr,
+    pub bytes: Vec<u8>,
+}
+
 /// One end: its engine, its sockets and what it wrote to its TUN.
 pub(super) struct Side<C: Core> {
     pub(super) engine: Engine<C>,
     pub(super) sockets: Vec<SimSocket>,
     pub(super) tun: Vec<Delivery>,
     pub(super) is_server: bool,
-    /// Every datagram the sockets took, with the socket, while a test wants them
-    /// (to replay or forge one).
-    pub(super) captured: Option<Vec<(usize, Vec<u8>)>>,
+    /// Every datagram the sockets took while a test wants them (to replay or forge
+    /// one, or to see what an end answered).
+    pub(super) captured: Option<Vec<Captured>>,
     /// Datagrams sent to an address no path has (address, bytes): lost, but a test
     /// may count what the server sent a stranger.
     pub(super) sent_elsewhere: Vec<(SocketAddr, usize)>,
@@ -131,11 +142,12 @@ impl<C: Core> Side<C> {
                 }
                 if let Some(captured) = &mut self.captured {
                     let segment_size = transmit.segment_size.unwrap_or(contents.len()).max(1);
-                    captured.extend(
-                        contents
-                            .chunks(segment_size)
-                            .map(|segment| (index, segment.to_vec())),
-                    );
+                    captured.extend(contents.chunks(segment_size).map(|segment| Captured {
+                        at: clock.elapsed(),
+                        socket: index,
+                        destination: transmit.destination,
+                        bytes: segment.to_vec(),
+                    }));
                 }
                 (Sent::Done, Some(contents))
             }
