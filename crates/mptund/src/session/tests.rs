@@ -5,18 +5,14 @@
 //! are tested in microseconds and deterministically.
 //!
 //! This module holds the helpers the test files share, and the tests of jitter
-//! measurement and of reconfiguration while a stream runs. `many_sessions` keeps a
-//! harness of its own: the simulator has one client.
+//! measurement and of reconfiguration while a stream runs.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::*;
-use crate::buffers::{BufferPool, HEADROOM};
 use crate::config::IpNet;
 use crate::counters::DropReason;
-use crate::keys::PrivateKey;
-use crate::session::testing::seal_all;
 use crate::sim::{client_addr, Delivery, PathConfig, Sim, SimConfig};
 use crate::sim::{CLIENT_INNER, SERVER_ADDR, SERVER_INNER};
 
@@ -38,10 +34,6 @@ fn settings(hold: Duration) -> SessionSettings {
 
 fn path_settings() -> PathSettings {
     super::testing::path_settings()
-}
-
-fn pool() -> BufferPool {
-    super::testing::pool(MTU)
 }
 
 /// A minimal IPv4 packet with `payload` bytes of body; the body starts with a u32 tag.
@@ -145,6 +137,23 @@ fn established_capturing(delays_ms: &[u64], session: SessionSettings) -> Sim {
     );
     assert_eq!(sim.server().core().session_count(), 1);
     sim
+}
+
+/// Seals `body` (metadata and what follows it) as client `client`'s session
+/// would, for the path with id `path_id`: what a peer holding its keys may send.
+fn forge(
+    sim: &mut Sim,
+    client: usize,
+    packet_type: crate::wire::PacketType,
+    path_id: u8,
+    body: &[u8],
+) -> Vec<u8> {
+    let core = sim.nth_client_mut(client).core_mut();
+    let session = core.session_mut().expect("established");
+    let (header, counter, key) = session.keys.next_header(packet_type, path_id);
+    let mut sealed = body.to_vec();
+    let tag = key.seal_in_place(&header, counter, &mut sealed);
+    [header.as_slice(), &sealed, &tag].concat()
 }
 
 /// `bytes` reach the server now from client path `path`'s address, and the server

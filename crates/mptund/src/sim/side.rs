@@ -18,20 +18,24 @@ pub(super) enum Sent {
     Full,
 }
 
-/// The paths' addresses and links, by client path index.
+/// The paths of every client: their addresses, links and owners, by path index.
+#[derive(Default)]
 pub(super) struct Wiring {
     pub(super) client_addrs: Vec<SocketAddr>,
     pub(super) up: Vec<LinkId>,
     pub(super) down: Vec<LinkId>,
+    /// The client (its index) and its socket.
+    pub(super) owner: Vec<(usize, usize)>,
 }
 
 impl Wiring {
-    /// Where a send goes: the client's socket `i` is path `i` (its `Up` link); the
-    /// server's one socket reaches the path whose address the datagram is for (its
-    /// `Down` link).
+    /// Where a send goes: a client's socket is one of its paths (its `Up` link,
+    /// `client_paths` by socket); the server's one socket reaches the path whose
+    /// address the datagram is for (its `Down` link).
     pub(super) fn path_of(
         &self,
         server: bool,
+        client_paths: &[usize],
         socket: usize,
         transmit: &Transmit,
     ) -> Option<(usize, LinkId)> {
@@ -42,7 +46,8 @@ impl Wiring {
                 .position(|&addr| addr == transmit.destination)?;
             Some((path, *self.down.get(path)?))
         } else {
-            Some((socket, *self.up.get(socket)?))
+            let path = *client_paths.get(socket)?;
+            Some((path, *self.up.get(path)?))
         }
     }
 }
@@ -62,6 +67,8 @@ pub struct Captured {
 pub(super) struct Side<C: Core> {
     pub(super) engine: Engine<C>,
     pub(super) sockets: Vec<SimSocket>,
+    /// A client's paths in the [`Wiring`], by socket; empty for the server.
+    pub(super) paths: Vec<usize>,
     pub(super) tun: Vec<Delivery>,
     pub(super) is_server: bool,
     /// Every datagram the sockets took while a test wants them (to replay or forge
@@ -73,6 +80,19 @@ pub(super) struct Side<C: Core> {
 }
 
 impl<C: Core> Side<C> {
+    /// An end with no socket yet.
+    pub(super) fn new(engine: Engine<C>, is_server: bool) -> Self {
+        Self {
+            engine,
+            sockets: Vec::new(),
+            paths: Vec::new(),
+            tun: Vec::new(),
+            is_server,
+            captured: None,
+            sent_elsewhere: Vec::new(),
+        }
+    }
+
     /// The daemon's `flush`: writes to the TUN what the core released, then sends
     /// what waits for every socket that is not holding a refused send.
     pub(super) fn flush(
@@ -132,7 +152,7 @@ impl<C: Core> Side<C> {
         wiring: &Wiring,
     ) -> (Sent, Option<Vec<u8>>) {
         let now = clock.now();
-        let path = wiring.path_of(self.is_server, index, &transmit);
+        let path = wiring.path_of(self.is_server, &self.paths, index, &transmit);
         let socket = &mut self.sockets[index];
         match socket.try_send(now, clock.elapsed(), &transmit, &contents, path, network) {
             Ok(()) => {

@@ -14,17 +14,6 @@ use crate::wire::{
 /// Someone else's address, where a client that spoofs its source aims the answers.
 const VICTIM: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 200, 9)), 41999);
 
-/// Seals `body` (metadata and what follows it) as the client's session would, for
-/// the path with id `path_id`.
-fn forge(sim: &mut Sim, packet_type: PacketType, path_id: u8, body: &[u8]) -> Vec<u8> {
-    let client = sim.client_mut().core_mut();
-    let session = client.session_mut().expect("established");
-    let (header, counter, key) = session.keys.next_header(packet_type, path_id);
-    let mut sealed = body.to_vec();
-    let tag = key.seal_in_place(&header, counter, &mut sealed);
-    [header.as_slice(), &sealed, &tag].concat()
-}
-
 fn forge_control(sim: &mut Sim, path_id: u8, frames: &[Frame<'_>]) -> Vec<u8> {
     let mut body = vec![0u8; CONTROL_META_LEN];
     let meta = ControlMeta {
@@ -37,7 +26,7 @@ fn forge_control(sim: &mut Sim, path_id: u8, frames: &[Frame<'_>]) -> Vec<u8> {
         let len = wire::write_frame(&mut frame, each).unwrap();
         body.extend_from_slice(&frame[..len]);
     }
-    forge(sim, PacketType::Control, path_id, &body)
+    forge(sim, 0, PacketType::Control, path_id, &body)
 }
 
 /// Hands the server every datagram of `batch` from `from` in one batch of reads.
@@ -168,7 +157,7 @@ fn parity_on_a_server_without_parity_makes_no_decoder_and_paths_stop_at_the_limi
     };
     meta.emit((&mut body[..PARITY_META_LEN]).try_into().unwrap());
     for path_id in 1..=63u8 {
-        let parity = forge(&mut sim, PacketType::Parity, path_id, &body);
+        let parity = forge(&mut sim, 0, PacketType::Parity, path_id, &body);
         server_answers(&mut sim, client_addr(0), &[parity]);
     }
     assert_eq!(server_paths(&sim).len(), 4, "two paths and two new ones");
@@ -209,7 +198,7 @@ fn a_session_holding_gaps_open_keeps_within_its_memory_share() {
             };
             meta.emit((&mut body[..DATA_META_LEN]).try_into().unwrap());
             body.extend_from_slice(&inner);
-            forge(&mut sim, PacketType::Data, 0, &body)
+            forge(&mut sim, 0, PacketType::Data, 0, &body)
         })
         .collect();
     for chunk in batch.chunks(50) {
