@@ -66,19 +66,6 @@ pub fn system_random() -> RandomSource {
     })
 }
 
-/// A deterministic source for tests: SplitMix64 from `seed`.
-#[cfg(test)]
-pub(super) fn seeded_random(seed: u64) -> RandomSource {
-    let mut state = seed;
-    Box::new(move || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 32) as u32
-    })
-}
-
 /// The wait before an unanswered handshake is repeated: `retry` plus a jitter
 /// drawn from `random`, uniform below a third of `retry` and at most
 /// [`MAX_RETRY_JITTER`] (with the default 1 s retry, exactly WireGuard's 333 ms).

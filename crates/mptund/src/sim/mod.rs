@@ -1,13 +1,14 @@
-//! A deterministic simulator of a client and a server talking over emulated paths,
-//! driven the way the daemon's event loop drives them.
+//! A deterministic simulator of a client (or several) and a server talking over
+//! emulated paths, driven the way the daemon's event loop drives them.
 //!
 //! The cores run inside [`Engine`]s and are reached only through the engine's
 //! public methods (`handle_tun_packet`, `handle_datagram`, `flush_acks`,
 //! `handle_timeout`, `poll_timeout`, `poll_transmit`, `has_transmit`,
 //! `on_socket_full`, `on_send_failed`, `set_socket_open`, `poll_tun_packet`,
-//! `report`), so what the engine keeps per socket (blocked sockets, GSO runs) runs
-//! here as it does in the daemon, and a change inside the session does not change
-//! the simulator.
+//! `report`, and what the daemon's reload and shutdown use: `produce`,
+//! `fail_transmits`, `close`), so what the engine keeps per socket (blocked sockets,
+//! GSO runs) runs here as it does in the daemon, and a change inside the session
+//! does not change the simulator.
 //!
 //! Each side's sockets are modelled as the kernel's are. A send is one GSO run from
 //! [`Engine::poll_transmit`], split into its segments. It enters the socket's send
@@ -23,14 +24,21 @@
 //! random loss, outages, and the run-time cut and scripted losses tests use to lose
 //! a given datagram.
 //!
-//! Tests may also act as an on-path attacker (capture the client's datagrams,
-//! inject bytes at the server), restart the server, and reach a core for what the
-//! daemon's reload does; reading state goes through [`Engine::report`] and the
-//! engines' cores.
+//! Each client has its own paths and sockets, and the server one socket that
+//! reaches every path by its address; the `client*` methods address the first
+//! client, the `nth_client*` ones any ([`SimConfig::clients`]).
+//!
+//! Tests may also act as an on-path attacker (capture what either side's sockets
+//! took, hand the server a batch of datagrams from any addresses or the client one
+//! from the server's, make an init with the client's key), wake the server once to
+//! see what one wake-up does, restart either end, step the client's wall clock, add
+//! and remove client paths as the daemon's reload does, and reach a core for the
+//! rest of a reload (`control.rs`); reading state goes through [`Engine::report`]
+//! and the engines' cores.
 //!
 //! Time is virtual ([`linkem::sim::Clock`]): a run takes microseconds per simulated
 //! second, and the same [`SimConfig`] (seed included) gives the same deliveries at
-//! the same offsets on every run. The keys and the client's handshake jitter are
+//! the same offsets on every run. The keys and the clients' handshake jitter are
 //! drawn from the seed too.
 //!
 //! The module is compiled for this crate's tests and, with the `sim` feature, for
@@ -49,15 +57,18 @@ use linkem::rng::SeededRng;
 use linkem::sim::{Clock, EventQueue, Network};
 use linkem::{Admission, LinkConfig, LinkCounters};
 
-use crate::keys::{PrivateKey, PublicKey, KEY_LEN};
+use crate::keys::{PrivateKey, KEY_LEN};
 
+mod control;
 mod side;
 mod socket;
 
+use crate::config::IpNet;
 use crate::session::testing::{client_settings, pool, server_settings};
 use crate::session::{
-    ClientCore, Engine, Received, Report, ServerCore, ServerSettings, SessionSettings,
+    ClientCore, Engine, PeerSettings, Received, Report, ServerCore, ServerSettings, SessionSettings,
 };
+pub use side::Captured;
 use side::{Side, Wiring};
 use socket::{Datagram, SimSocket};
 pub use socket::{SocketConfig, SocketStats, DEFAULT_SEND_BUFFER_BYTES};
@@ -69,13 +80,23 @@ pub const SERVER_ADDR: SocketAddr =
 /// The client's inner (tunnel) address; the server allows it alone.
 pub const CLIENT_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 2);
 
+/// Client `client`'s inner address ([`CLIENT_INNER`] for the first).
+pub fn client_inner(client: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 100, client as u8 + 2)
+}
+
 /// The server side's inner address.
 pub const SERVER_INNER: Ipv4Addr = Ipv4Addr::new(198, 18, 100, 1);
 
 /// The outer address client path `path` sends from.
 pub fn client_addr(path: usize) -> SocketAddr {
+    nth_client_addr(0, path)
+}
+
+/// The outer address path `path` of client `client` sends from.
+pub fn nth_client_addr(client: usize, path: usize) -> SocketAddr {
     SocketAddr::new(
-        IpAddr::V4(Ipv4Addr::new(198, 18, path as u8 + 1, 2)),
+        IpAddr::V4(Ipv4Addr::new(198, 18, path as u8 + 1, client as u8 + 2)),
         40000 + path as u16,
     )
 }
@@ -117,13 +138,17 @@ impl PathConfig {
 /// Everything a run depends on.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// Seeds the links' loss and jitter, the keys and the client's handshake jitter.
+    /// Seeds the links' loss and jitter, the keys and the clients' handshake jitter.
     pub seed: u64,
     /// Both ends' session settings.
     pub session: SessionSettings,
     pub paths: Vec<PathConfig>,
     /// The server's one socket, which every path's replies leave from.
     pub server_socket: SocketConfig,
+    /// Clients, each with its own key, inner address ([`client_inner`]) and the
+    /// paths above, from [`nth_client_addr`]; the server has them all as peers. The
+    /// `client*` methods address the first; the `nth_client*` ones any.
+    pub clients: usize,
 }
 
 impl SimConfig {
@@ -133,6 +158,7 @@ impl SimConfig {
             session,
             paths,
             server_socket: SocketConfig::default(),
+            clients: 1,
         }
     }
 }
@@ -154,7 +180,8 @@ pub struct RttSample {
     pub rtt: Duration,
 }
 
-/// What a link of the network stands for.
+/// What a link of the network stands for; a path is its index in [`Wiring`],
+/// among the paths of every client.
 #[derive(Debug, Clone, Copy)]
 enum Hop {
     /// A client socket's send buffer, draining into its path's `Up` link.
@@ -171,22 +198,37 @@ enum Event {
     ServerTun(Vec<u8>),
 }
 
-/// A client and a server engine over emulated paths under a virtual clock.
+/// Client and server engines over emulated paths under a virtual clock.
 pub struct Sim {
     clock: Clock,
     network: Network<Datagram>,
     /// What each link of `network` stands for, by its index.
     hops: Vec<Hop>,
     wiring: Wiring,
+    /// The first client, which the `client*` methods address.
     client: Side<ClientCore>,
+    /// The other clients, the second first.
+    others: Vec<Side<ClientCore>>,
     server: Side<ServerCore>,
     events: EventQueue<Event>,
     /// The client's wall clock, in UNIX nanoseconds, moved with the virtual one.
     wall: Arc<AtomicU64>,
-    /// What a restarted server is built from.
+    /// Where the client's wall clock stands from where the virtual clock puts it,
+    /// in nanoseconds: a test steps it ([`Sim::set_client_wall_clock`]).
+    wall_offset_nanos: i128,
+    /// The handshake timestamp ceiling the client last asked to store (the
+    /// daemon's state file), kept across its restarts.
+    stored_ceiling: Option<u64>,
+    /// What a restarted server or client is built from.
     server_key: PrivateKey,
-    client_public: PublicKey,
+    client_key: PrivateKey,
+    /// The other clients' keys, the second client's first.
+    other_keys: Vec<PrivateKey>,
+    /// Paths the client was started with.
+    client_paths: usize,
     session: SessionSettings,
+    /// Seeds the handshake jitter of each restarted client.
+    restart_seeds: SeededRng,
     /// Per client path: RTT samples seen so far, while samples are tracked.
     rtt_samples_seen: Option<Vec<u64>>,
     rtt_samples: Vec<RttSample>,
@@ -197,140 +239,103 @@ impl Sim {
         let base = Instant::now();
         let clock = Clock::new(base);
         let mut seeds = SeededRng::new(config.seed);
-        let mut key = || {
-            let mut bytes = [0u8; KEY_LEN];
-            for chunk in bytes.chunks_mut(8) {
-                chunk.copy_from_slice(&seeds.next_u64().to_le_bytes()[..chunk.len()]);
-            }
-            PrivateKey::from_bytes(bytes)
-        };
-        let client_key = key();
-        let server_key = key();
-        let mut handshake_jitter = SeededRng::new(seeds.next_u64());
+        let client_key = draw_key(&mut seeds);
+        let server_key = draw_key(&mut seeds);
+        let handshake_jitter = SeededRng::new(seeds.next_u64());
         let mut network = Network::new(base, seeds.next_u64());
-        // `hops[i]` says what link `LinkId(i)` stands for: push one per link added.
+        let restart_seeds = SeededRng::new(seeds.next_u64());
+        let others: Vec<(PrivateKey, SeededRng)> = (1..config.clients.max(1))
+            .map(|_| (draw_key(&mut seeds), SeededRng::new(seeds.next_u64())))
+            .collect();
+        let other_keys: Vec<PrivateKey> = others.iter().map(|(key, _)| key.clone()).collect();
+        let wall = Arc::new(AtomicU64::new(WALL_CLOCK_START_NANOS));
+        let paths = config.paths.len();
+        let new_client = |key: &PrivateKey, jitter| {
+            let core = client_core(
+                base,
+                &wall,
+                key,
+                &server_key,
+                paths,
+                &config.session,
+                jitter,
+            );
+            Side::new(Engine::new(core), false)
+        };
+
+        // `hops[i]` says what link `LinkId(i)` stands for: one is pushed per link
+        // added. Links are added in this order, so that each keeps its seed whatever
+        // comes after: the first client's paths, the server's socket, the other
+        // clients' paths.
         let mut hops = Vec::new();
-        let mut client_sockets = Vec::new();
-        let (mut up, mut down) = (Vec::new(), Vec::new());
-        for (index, path) in config.paths.iter().enumerate() {
-            client_sockets.push(SimSocket::new(path.socket.clone(), &mut network));
-            hops.push(Hop::ClientSocket(index));
-            up.push(network.add_link(path.up.clone()));
-            hops.push(Hop::Up(index));
-            down.push(network.add_link(path.down.clone()));
-            hops.push(Hop::Down(index));
+        let mut wiring = Wiring::default();
+        let mut client = new_client(&client_key, handshake_jitter);
+        for path in &config.paths {
+            add_client_socket(
+                &mut client,
+                0,
+                path.clone(),
+                &mut network,
+                &mut hops,
+                &mut wiring,
+            );
         }
         let server_socket = SimSocket::new(config.server_socket.clone(), &mut network);
         hops.push(Hop::ServerSocket);
-
-        let wall = Arc::new(AtomicU64::new(WALL_CLOCK_START_NANOS));
-        let client_wall = wall.clone();
-        let client_core = ClientCore::new(
-            base,
-            Box::new(move || client_wall.load(Ordering::Relaxed)),
-            client_settings(
-                client_key.clone(),
-                server_key.public_key(),
-                SERVER_ADDR,
-                config.paths.len(),
-                config.session.clone(),
-            ),
-            pool(config.session.max_inner_len),
-        )
-        .with_random_source(Box::new(move || (handshake_jitter.next_u64() >> 32) as u32));
+        let mut other_sides = Vec::new();
+        for (index, (key, jitter)) in others.into_iter().enumerate() {
+            let mut side = new_client(&key, jitter);
+            for path in &config.paths {
+                let (network, hops, wiring) = (&mut network, &mut hops, &mut wiring);
+                add_client_socket(&mut side, index + 1, path.clone(), network, hops, wiring);
+            }
+            other_sides.push(side);
+        }
+        for side in std::iter::once(&mut client).chain(&mut other_sides) {
+            for index in 0..paths {
+                side.engine.set_socket_open(base, index, true);
+            }
+        }
         let server_core = ServerCore::new(
-            server_settings(
-                server_key.clone(),
-                client_key.public_key(),
-                IpAddr::V4(CLIENT_INNER),
-                config.session.clone(),
-            ),
+            server_settings_for(&server_key, &client_key, &other_keys, &config.session),
             pool(config.session.max_inner_len),
         );
-        let mut client = Side {
-            engine: Engine::new(client_core),
-            sockets: client_sockets,
-            tun: Vec::new(),
-            is_server: false,
-            captured: None,
-            sent_elsewhere: Vec::new(),
-        };
-        for index in 0..config.paths.len() {
-            client.engine.set_socket_open(base, index, true);
-        }
+        let mut server = Side::new(Engine::new(server_core), true);
+        server.sockets.push(server_socket);
         Self {
             clock,
             network,
             hops,
-            wiring: Wiring {
-                client_addrs: (0..config.paths.len()).map(client_addr).collect(),
-                up,
-                down,
-            },
+            wiring,
             client,
-            server: Side {
-                engine: Engine::new(server_core),
-                sockets: vec![server_socket],
-                tun: Vec::new(),
-                is_server: true,
-                captured: None,
-                sent_elsewhere: Vec::new(),
-            },
+            others: other_sides,
+            server,
             events: EventQueue::default(),
             wall,
+            wall_offset_nanos: 0,
+            stored_ceiling: None,
             rtt_samples_seen: None,
             rtt_samples: Vec::new(),
             server_key,
-            client_public: client_key.public_key(),
+            client_key,
+            other_keys,
+            client_paths: paths,
             session: config.session,
+            restart_seeds,
         }
     }
 
-    /// The server process restarts: the same key and peer, no sessions, nothing
-    /// remembered; `change` may alter its settings first (another peer list).
-    pub fn restart_server_with(&mut self, change: impl FnOnce(&mut ServerSettings)) {
-        let mut settings = server_settings(
-            self.server_key.clone(),
-            self.client_public,
-            IpAddr::V4(CLIENT_INNER),
-            self.session.clone(),
-        );
-        change(&mut settings);
-        let core = ServerCore::new(settings, pool(self.session.max_inner_len));
-        self.server.engine = Engine::new(core);
-        for socket in &mut self.server.sockets {
-            socket.unsent = None;
-        }
-    }
-
-    /// The server's public key, as a client (or an attacker) knows it.
-    pub fn server_public_key(&self) -> PublicKey {
-        self.server_key.public_key()
-    }
-
-    pub fn restart_server(&mut self) {
-        self.restart_server_with(|_| {});
-    }
-
-    /// The client's engine, for what the daemon's reload does to the core.
-    pub fn client_mut(&mut self) -> &mut Engine<ClientCore> {
-        &mut self.client.engine
-    }
-
-    /// The server's engine, for what the daemon's reload does to the core.
-    pub fn server_mut(&mut self) -> &mut Engine<ServerCore> {
-        &mut self.server.engine
-    }
-
-    /// A simulator whose client finished its handshake (within 500 ms).
+    /// A simulator whose clients finished their handshakes (within 500 ms).
     pub fn established(config: SimConfig) -> Self {
         let mut sim = Self::new(config);
         sim.run_for(Duration::from_millis(500));
-        assert!(
-            sim.client().core().is_established(),
-            "handshake did not complete"
-        );
-        assert_eq!(sim.server().core().session_count(), 1);
+        for client in 0..sim.client_count() {
+            assert!(
+                sim.nth_client(client).core().is_established(),
+                "client {client}'s handshake did not complete"
+            );
+        }
+        assert_eq!(sim.server().core().session_count(), sim.client_count());
         sim
     }
 
@@ -379,10 +384,11 @@ impl Sim {
 
     /// The counters of path `path`'s link client to server (`up`) or back.
     pub fn link_counters(&self, path: usize, up: bool) -> LinkCounters {
+        let global = self.client.paths[path];
         let id = if up {
-            self.wiring.up[path]
+            self.wiring.up[global]
         } else {
-            self.wiring.down[path]
+            self.wiring.down[global]
         };
         self.network
             .link(id)
@@ -395,6 +401,48 @@ impl Sim {
         let now = self.now();
         self.client.read_tun(now, bytes);
         self.settle();
+    }
+
+    /// How many clients the server has.
+    pub fn client_count(&self) -> usize {
+        1 + self.others.len()
+    }
+
+    /// Client `client`'s engine (`0`: the one [`Sim::client`] returns).
+    pub fn nth_client(&self, client: usize) -> &Engine<ClientCore> {
+        &self.side(client).engine
+    }
+
+    /// Client `client`'s engine, for what the daemon's reload does to the core (or
+    /// a test that holds its keys).
+    pub fn nth_client_mut(&mut self, client: usize) -> &mut Engine<ClientCore> {
+        &mut self.side_mut(client).engine
+    }
+
+    /// Client `client`'s TUN hands it `bytes` now.
+    pub fn nth_client_sends(&mut self, client: usize, bytes: &[u8]) {
+        let now = self.now();
+        self.side_mut(client).read_tun(now, bytes);
+        self.settle();
+    }
+
+    /// Inner packets client `client` wrote to its TUN, in order.
+    pub fn nth_client_tun(&self, client: usize) -> &[Delivery] {
+        &self.side(client).tun
+    }
+
+    fn side(&self, client: usize) -> &Side<ClientCore> {
+        match client {
+            0 => &self.client,
+            _ => &self.others[client - 1],
+        }
+    }
+
+    fn side_mut(&mut self, client: usize) -> &mut Side<ClientCore> {
+        match client {
+            0 => &mut self.client,
+            _ => &mut self.others[client - 1],
+        }
     }
 
     /// The server's TUN hands it `bytes` now.
@@ -416,108 +464,12 @@ impl Sim {
             .push(self.now() + after, Event::ServerTun(bytes));
     }
 
-    /// Opens or closes client path `path`'s socket, as the daemon does when its
-    /// interface goes or comes back.
-    pub fn set_client_socket_open(&mut self, path: usize, open: bool) {
-        let now = self.now();
-        let socket = &mut self.client.sockets[path];
-        socket.open = open;
-        if !open {
-            if let Some((transmit, _)) = socket.unsent.take() {
-                let error =
-                    std::io::Error::new(std::io::ErrorKind::NotConnected, "path socket closed");
-                self.client.engine.on_send_failed(now, &transmit, &error);
-            }
-        }
-        self.client.engine.set_socket_open(now, path, open);
-        self.settle();
-    }
-
-    /// Cuts client path `path` both ways, or mends it: datagrams sent while it is
-    /// cut are lost, those already on it arrive.
-    pub fn cut_path(&mut self, path: usize, cut: bool) {
-        for id in [self.wiring.up[path], self.wiring.down[path]] {
-            if let Some(link) = self.network.link_mut(id) {
-                link.set_cut(cut);
-            }
-        }
-    }
-
-    /// The next `count` datagrams the server sends on path `path` are lost.
-    pub fn lose_next_to_client(&mut self, path: usize, count: usize) {
-        if let Some(link) = self.network.link_mut(self.wiring.down[path]) {
-            link.lose_next(count);
-        }
-    }
-
-    /// Datagrams to the client on path `path` still to be lost.
-    pub fn losses_to_come_to_client(&self, path: usize) -> usize {
-        self.network
-            .link(self.wiring.down[path])
-            .map_or(0, linkem::Link::losses_to_come)
-    }
-
-    /// Client path `path`'s datagrams come from `addr` from now on (its NAT mapping
-    /// changed); the server reaches the path only there.
-    pub fn rebind_client_path(&mut self, path: usize, addr: SocketAddr) {
-        self.wiring.client_addrs[path] = addr;
-    }
-
-    /// Bytes the server sent to `addr` while no path had that address.
-    pub fn server_sent_elsewhere(&self, addr: SocketAddr) -> usize {
-        self.server
-            .sent_elsewhere
-            .iter()
-            .filter(|(to, _)| *to == addr)
-            .map(|(_, len)| len)
-            .sum()
-    }
-
-    /// The client says goodbye on every path ([`Engine::close`], as the daemon at
-    /// shutdown).
-    pub fn close_client(&mut self) {
-        let now = self.now();
-        self.client.engine.close(now);
-        self.settle();
-    }
-
     /// Buffers each side's pool allocated so far: (client, server).
     pub fn pool_allocations(&mut self) -> (u64, u64) {
         (
             self.client.engine.pool().allocations(),
             self.server.engine.pool().allocations(),
         )
-    }
-
-    /// From now on, keeps a copy of every datagram the client's sockets take (see
-    /// [`Sim::client_datagrams`]); what was kept before is forgotten.
-    pub fn capture_client_datagrams(&mut self) {
-        self.client.captured = Some(Vec::new());
-    }
-
-    /// The datagrams the client's sockets took since [`Sim::capture_client_datagrams`],
-    /// with each one's path.
-    pub fn client_datagrams(&self) -> &[(usize, Vec<u8>)] {
-        self.client.captured.as_deref().unwrap_or_default()
-    }
-
-    /// `bytes` reach the server now from client path `path`'s address, as from an
-    /// attacker on the path (or a copy the network made).
-    pub fn inject_to_server(&mut self, path: usize, bytes: &[u8]) {
-        self.inject_to_server_from(self.wiring.client_addrs[path], bytes);
-    }
-
-    /// `bytes` reach the server now from `from`, any address.
-    pub fn inject_to_server_from(&mut self, from: SocketAddr, bytes: &[u8]) {
-        let now = self.now();
-        let received = Received {
-            socket: 0,
-            from,
-            local_ip: Some(SERVER_ADDR.ip()),
-        };
-        self.server.read_datagram(now, received, bytes);
-        self.server.engine.flush_acks(now);
-        self.settle();
     }
 
     /// From now on, records every RTT sample the client's paths take (see
@@ -590,6 +542,7 @@ impl Sim {
                 self.next_unblock(),
             ]
             .into_iter()
+            .chain(self.others.iter().map(|side| side.engine.poll_timeout()))
             .flatten()
             .min();
             let Some(next) = next.filter(|&at| at <= until) else {
@@ -619,7 +572,10 @@ impl Sim {
     /// The end of the earliest block of a socket holding a refused send.
     fn next_unblock(&self) -> Option<Instant> {
         let elapsed = self.elapsed();
-        let sockets = self.client.sockets.iter().chain(&self.server.sockets);
+        let clients = std::iter::once(&self.client).chain(&self.others);
+        let sockets = clients
+            .flat_map(|side| &side.sockets)
+            .chain(&self.server.sockets);
         sockets
             .filter(|socket| socket.unsent.is_some())
             .flat_map(|socket| &socket.config.blocked)
@@ -629,20 +585,25 @@ impl Sim {
             .map(|end| self.clock.base() + end)
     }
 
-    fn wall_follows_clock(&self) {
+    /// The client's wall clock as the virtual clock alone puts it.
+    fn unstepped_wall(&self) -> u64 {
         let nanos = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.wall.store(
-            WALL_CLOCK_START_NANOS.saturating_add(nanos),
-            Ordering::Relaxed,
-        );
+        WALL_CLOCK_START_NANOS.saturating_add(nanos)
     }
 
-    /// One wake-up of both loops at the clock's instant.
+    fn wall_follows_clock(&self) {
+        let stepped = i128::from(self.unstepped_wall()) + self.wall_offset_nanos;
+        let nanos = u64::try_from(stepped.max(0)).unwrap_or(u64::MAX);
+        self.wall.store(nanos, Ordering::Relaxed);
+    }
+
+    /// One wake-up of every end's loop at the clock's instant.
     fn step(&mut self) {
         self.wall_follows_clock();
         let now = self.now();
-        self.client
-            .send_unsent(&self.clock, &mut self.network, &self.wiring);
+        for side in std::iter::once(&mut self.client).chain(&mut self.others) {
+            side.send_unsent(&self.clock, &mut self.network, &self.wiring);
+        }
         self.server
             .send_unsent(&self.clock, &mut self.network, &self.wiring);
         while let Some((_, event)) = self.events.pop_due(now) {
@@ -673,22 +634,32 @@ impl Sim {
                     };
                     self.server.read_datagram(now, received, &datagram.bytes);
                 }
-                // A closed socket reads nothing.
-                Some(Hop::Down(path)) if self.client.sockets[*path].open => {
-                    let received = Received {
-                        socket: *path,
-                        from: SERVER_ADDR,
-                        local_ip: None,
+                Some(&Hop::Down(path)) => {
+                    let Some(&(client, socket)) = self.wiring.owner.get(path) else {
+                        continue;
                     };
-                    self.client.read_datagram(now, received, &datagram.bytes);
-                    client_read = true;
+                    let side = self.side_mut(client);
+                    // A closed socket reads nothing.
+                    if side.sockets[socket].open {
+                        let received = Received {
+                            socket,
+                            from: SERVER_ADDR,
+                            local_ip: None,
+                        };
+                        side.read_datagram(now, received, &datagram.bytes);
+                        client_read |= client == 0;
+                    }
                 }
-                Some(Hop::Down(_)) | None => {}
+                None => {}
             }
         }
-        self.client.engine.flush_acks(now);
+        for side in std::iter::once(&mut self.client).chain(&mut self.others) {
+            side.engine.flush_acks(now);
+        }
         self.server.engine.flush_acks(now);
-        self.client.handle_timeout(now);
+        for side in std::iter::once(&mut self.client).chain(&mut self.others) {
+            side.handle_timeout(now);
+        }
         self.server.handle_timeout(now);
         if client_read {
             self.record_rtt_samples();
@@ -700,13 +671,103 @@ impl Sim {
     /// timestamp ceiling when asked to, writes to the TUNs and sends what waits.
     fn settle(&mut self) {
         if let Some(ceiling) = self.client.engine.core().timestamp_to_store() {
+            self.stored_ceiling = Some(ceiling);
             self.client.engine.core_mut().timestamp_stored(ceiling);
         }
-        self.client
-            .flush(&self.clock, &mut self.network, &self.wiring);
+        for side in std::iter::once(&mut self.client).chain(&mut self.others) {
+            side.flush(&self.clock, &mut self.network, &self.wiring);
+        }
         self.server
             .flush(&self.clock, &mut self.network, &self.wiring);
     }
+}
+
+fn draw_key(seeds: &mut SeededRng) -> PrivateKey {
+    let mut bytes = [0u8; KEY_LEN];
+    for chunk in bytes.chunks_mut(8) {
+        chunk.copy_from_slice(&seeds.next_u64().to_le_bytes()[..chunk.len()]);
+    }
+    PrivateKey::from_bytes(bytes)
+}
+
+/// Adds a socket to client `client`'s side, on a new path (the next in `wiring`)
+/// over `path`'s links, from [`nth_client_addr`] of the socket's index.
+fn add_client_socket(
+    side: &mut Side<ClientCore>,
+    client: usize,
+    path: PathConfig,
+    network: &mut Network<Datagram>,
+    hops: &mut Vec<Hop>,
+    wiring: &mut Wiring,
+) {
+    let socket = side.sockets.len();
+    let global = wiring.client_addrs.len();
+    side.sockets.push(SimSocket::new(path.socket, network));
+    hops.push(Hop::ClientSocket(global));
+    wiring.up.push(network.add_link(path.up));
+    hops.push(Hop::Up(global));
+    wiring.down.push(network.add_link(path.down));
+    hops.push(Hop::Down(global));
+    wiring.client_addrs.push(nth_client_addr(client, socket));
+    wiring.owner.push((client, socket));
+    side.paths.push(global);
+}
+
+/// The server's settings: the first client as `testing::server_settings` makes it
+/// (peer "client"), then the others as "client1", "client2", … each allowed its
+/// [`client_inner`] address alone.
+fn server_settings_for(
+    server_key: &PrivateKey,
+    client_key: &PrivateKey,
+    other_keys: &[PrivateKey],
+    session: &SessionSettings,
+) -> ServerSettings {
+    let mut settings = server_settings(
+        server_key.clone(),
+        client_key.public_key(),
+        IpAddr::V4(CLIENT_INNER),
+        session.clone(),
+    );
+    for (index, key) in other_keys.iter().enumerate() {
+        let client = index + 1;
+        settings.peers.push(PeerSettings {
+            name: format!("client{client}"),
+            public_key: key.public_key(),
+            allowed_ips: vec![IpNet {
+                addr: IpAddr::V4(client_inner(client)),
+                prefix_len: 32,
+            }],
+        });
+    }
+    settings
+}
+
+/// A client core with `paths` paths reading its wall clock from `wall`, its
+/// handshake jitter drawn from `jitter`, its paths not yet open.
+fn client_core(
+    now: Instant,
+    wall: &Arc<AtomicU64>,
+    key: &PrivateKey,
+    server_key: &PrivateKey,
+    paths: usize,
+    session: &SessionSettings,
+    mut jitter: SeededRng,
+) -> ClientCore {
+    let wall = wall.clone();
+    let settings = client_settings(
+        key.clone(),
+        server_key.public_key(),
+        SERVER_ADDR,
+        paths,
+        session.clone(),
+    );
+    ClientCore::new(
+        now,
+        Box::new(move || wall.load(Ordering::Relaxed)),
+        settings,
+        pool(session.max_inner_len),
+    )
+    .with_random_source(Box::new(move || (jitter.next_u64() >> 32) as u32))
 }
 
 /// An inner IPv4 TCP segment (ACK|PSH) of flow `flow` with `payload` bytes after

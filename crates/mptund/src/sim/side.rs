@@ -2,7 +2,7 @@
 //! it (`daemon/mod.rs`: `flush`, `send_waiting`, `send_unsent`, `send`).
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use linkem::sim::{Clock, LinkId, Network};
 
@@ -18,20 +18,24 @@ pub(super) enum Sent {
     Full,
 }
 
-/// The paths' addresses and links, by client path index.
+/// The paths of every client: their addresses, links and owners, by path index.
+#[derive(Default)]
 pub(super) struct Wiring {
     pub(super) client_addrs: Vec<SocketAddr>,
     pub(super) up: Vec<LinkId>,
     pub(super) down: Vec<LinkId>,
+    /// The client (its index) and its socket.
+    pub(super) owner: Vec<(usize, usize)>,
 }
 
 impl Wiring {
-    /// Where a send goes: the client's socket `i` is path `i` (its `Up` link); the
-    /// server's one socket reaches the path whose address the datagram is for (its
-    /// `Down` link).
+    /// Where a send goes: a client's socket is one of its paths (its `Up` link,
+    /// `client_paths` by socket); the server's one socket reaches the path whose
+    /// address the datagram is for (its `Down` link).
     pub(super) fn path_of(
         &self,
         server: bool,
+        client_paths: &[usize],
         socket: usize,
         transmit: &Transmit,
     ) -> Option<(usize, LinkId)> {
@@ -42,26 +46,53 @@ impl Wiring {
                 .position(|&addr| addr == transmit.destination)?;
             Some((path, *self.down.get(path)?))
         } else {
-            Some((socket, *self.up.get(socket)?))
+            let path = *client_paths.get(socket)?;
+            Some((path, *self.up.get(path)?))
         }
     }
+}
+
+/// A datagram a socket took, kept while a test captures them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    /// When the socket took it, from the start of the run.
+    pub at: Duration,
+    /// The socket: the client's path index, or the server's one socket (0).
+    pub socket: usize,
+    pub destination: SocketAddr,
+    pub bytes: Vec<u8>,
 }
 
 /// One end: its engine, its sockets and what it wrote to its TUN.
 pub(super) struct Side<C: Core> {
     pub(super) engine: Engine<C>,
     pub(super) sockets: Vec<SimSocket>,
+    /// A client's paths in the [`Wiring`], by socket; empty for the server.
+    pub(super) paths: Vec<usize>,
     pub(super) tun: Vec<Delivery>,
     pub(super) is_server: bool,
-    /// Every datagram the sockets took, with the socket, while a test wants them
-    /// (to replay or forge one).
-    pub(super) captured: Option<Vec<(usize, Vec<u8>)>>,
+    /// Every datagram the sockets took while a test wants them (to replay or forge
+    /// one, or to see what an end answered).
+    pub(super) captured: Option<Vec<Captured>>,
     /// Datagrams sent to an address no path has (address, bytes): lost, but a test
     /// may count what the server sent a stranger.
     pub(super) sent_elsewhere: Vec<(SocketAddr, usize)>,
 }
 
 impl<C: Core> Side<C> {
+    /// An end with no socket yet.
+    pub(super) fn new(engine: Engine<C>, is_server: bool) -> Self {
+        Self {
+            engine,
+            sockets: Vec::new(),
+            paths: Vec::new(),
+            tun: Vec::new(),
+            is_server,
+            captured: None,
+            sent_elsewhere: Vec::new(),
+        }
+    }
+
     /// The daemon's `flush`: writes to the TUN what the core released, then sends
     /// what waits for every socket that is not holding a refused send.
     pub(super) fn flush(
@@ -121,7 +152,7 @@ impl<C: Core> Side<C> {
         wiring: &Wiring,
     ) -> (Sent, Option<Vec<u8>>) {
         let now = clock.now();
-        let path = wiring.path_of(self.is_server, index, &transmit);
+        let path = wiring.path_of(self.is_server, &self.paths, index, &transmit);
         let socket = &mut self.sockets[index];
         match socket.try_send(now, clock.elapsed(), &transmit, &contents, path, network) {
             Ok(()) => {
@@ -131,11 +162,12 @@ impl<C: Core> Side<C> {
                 }
                 if let Some(captured) = &mut self.captured {
                     let segment_size = transmit.segment_size.unwrap_or(contents.len()).max(1);
-                    captured.extend(
-                        contents
-                            .chunks(segment_size)
-                            .map(|segment| (index, segment.to_vec())),
-                    );
+                    captured.extend(contents.chunks(segment_size).map(|segment| Captured {
+                        at: clock.elapsed(),
+                        socket: index,
+                        destination: transmit.destination,
+                        bytes: segment.to_vec(),
+                    }));
                 }
                 (Sent::Done, Some(contents))
             }

@@ -3,7 +3,6 @@
 
 use super::retransmissions::{one_path_with, tcp_segment, SEGMENT};
 use super::*;
-use crate::sim::Sim;
 
 const NOT_ECT: u8 = 0b00;
 const ECT_0: u8 = 0b10;

@@ -1,60 +1,9 @@
 //! Whole-protocol exchanges over paths, run on the simulator (`crate::sim`): the
 //! cores inside their `Engine`s, datagrams through per-socket queues and GSO sends,
-//! paths on linkem's link model. These tests moved here from `Net`; their assertions
-//! are unchanged.
+//! paths on linkem's link model.
 
-use std::time::Duration;
-
-use super::{client_addr, inner_packet, settings, tag_of, CLIENT_INNER, MTU, SERVER_INNER};
-use crate::counters::DropReason;
-use crate::session::{Equalization, PathReport, SessionSettings};
-use crate::sim::{Delivery, PathConfig, Sim, SimConfig};
-use mptund_sched::SchedulerChoice;
-
-fn config(delays_ms: &[u64], session: SessionSettings) -> SimConfig {
-    let paths = delays_ms
-        .iter()
-        .map(|&ms| PathConfig::delay_ms(ms))
-        .collect();
-    SimConfig::new(session, paths)
-}
-
-pub(super) fn established(delays_ms: &[u64], hold: Duration) -> Sim {
-    Sim::established(config(delays_ms, settings(hold)))
-}
-
-pub(super) fn established_with(delays_ms: &[u64], session: SessionSettings) -> Sim {
-    Sim::established(config(delays_ms, session))
-}
-
-pub(super) fn client_sends(sim: &mut Sim, tag: u32, payload: usize) {
-    sim.client_sends(&inner_packet(CLIENT_INNER, SERVER_INNER, tag, payload));
-}
-
-fn server_sends_sized(sim: &mut Sim, tag: u32, payload: usize) {
-    sim.server_sends(&inner_packet(SERVER_INNER, CLIENT_INNER, tag, payload));
-}
-
-pub(super) fn tags(deliveries: &[Delivery]) -> Vec<u32> {
-    deliveries.iter().map(|d| tag_of(&d.bytes)).collect()
-}
-
-fn paths_of(report: crate::session::Report) -> Vec<PathReport> {
-    report
-        .sessions
-        .into_iter()
-        .next()
-        .map(|s| s.paths)
-        .unwrap_or_default()
-}
-
-fn client_paths(sim: &Sim) -> Vec<PathReport> {
-    paths_of(sim.client_report())
-}
-
-fn server_paths(sim: &Sim) -> Vec<PathReport> {
-    paths_of(sim.server_report())
-}
+use super::*;
+use crate::session::Equalization;
 
 /// Data packets the server has sent on each path so far.
 fn server_sent_data_packets(sim: &Sim) -> Vec<u64> {
@@ -62,11 +11,6 @@ fn server_sent_data_packets(sim: &Sim) -> Vec<u64> {
         .iter()
         .map(|path| path.sent_data_packets)
         .collect()
-}
-
-/// Datagrams the server has sent in all.
-fn server_datagrams(sim: &Sim) -> u64 {
-    sim.server_socket_stats().datagrams
 }
 
 #[test]
@@ -802,16 +746,6 @@ fn a_lossy_path_sends_parity_and_the_receiver_rebuilds_a_loss_before_its_repair(
     assert_eq!(client.reorder.duplicates - duplicates_before, 1);
 }
 
-/// The newest data datagram the client sent, with its path (captured from the start).
-pub(super) fn last_data_datagram(sim: &Sim) -> (usize, Vec<u8>) {
-    sim.client_datagrams()
-        .iter()
-        .rev()
-        .find(|(_, d)| d[0] == 3)
-        .cloned()
-        .unwrap()
-}
-
 #[test]
 fn replayed_forged_and_junk_datagrams_are_dropped_and_counted() {
     let mut sim = established(&[10, 10], Duration::from_millis(50));
@@ -887,18 +821,6 @@ fn inner_source_outside_allowed_ips_is_refused() {
     );
 }
 
-/// Within the client's session timeout it has a session again, the server one, and
-/// an inner packet tagged `tag` crosses.
-pub(super) fn reconnects_and_delivers(sim: &mut Sim, tag: u32) {
-    sim.run_for(Duration::from_secs(12));
-    assert!(sim.client().core().is_established());
-    assert_eq!(sim.server().core().session_count(), 1);
-    let before = sim.server_tun().len();
-    client_sends(sim, tag, 100);
-    sim.run_for(Duration::from_millis(50));
-    assert_eq!(tags(&sim.server_tun()[before..]), [tag]);
-}
-
 #[test]
 fn client_re_handshakes_after_the_server_forgets_it() {
     let mut sim = established(&[10, 10], Duration::from_millis(50));
@@ -917,12 +839,7 @@ fn a_replayed_init_with_a_rewritten_path_id_is_refused_and_the_client_still_conn
     sim.capture_client_datagrams();
     sim.run_for(Duration::from_millis(500));
     assert!(sim.client().core().is_established());
-    let genuine: [u8; crate::wire::HANDSHAKE_INIT_LEN] = sim
-        .client_datagrams()
-        .iter()
-        .find(|(_, bytes)| bytes.first() == Some(&(crate::wire::PacketType::HandshakeInit as u8)))
-        .and_then(|(_, bytes)| bytes.as_slice().try_into().ok())
-        .expect("the client sent an init");
+    let genuine = captured_init(&sim);
     sim.restart_server();
     let answered_before = server_datagrams(&sim);
     let server_public = sim.server_public_key();

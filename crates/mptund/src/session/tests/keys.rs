@@ -1,12 +1,8 @@
 //! Key renewal and expiry, handshake timestamps, and when a new handshake may
 //! replace a live session.
 
-use super::exchange::{
-    client_sends, established_with, last_data_datagram, reconnects_and_delivers, tags,
-};
 use super::*;
 use crate::crypto::KeyLifetime;
-use crate::sim::Sim;
 use crate::wire::{PacketType, HANDSHAKE_RESPONSE_LEN};
 
 const SECOND: u64 = 1_000_000_000;
@@ -22,33 +18,10 @@ fn short_lived_keys() -> SessionSettings {
     }
 }
 
-impl Net {
-    fn inject_to_client(&mut self, path: usize, bytes: Vec<u8>) {
-        self.wire.push(InFlight {
-            arrives: self.now,
-            to_server: false,
-            path,
-            bytes,
-        });
-        self.run_for(Duration::ZERO);
-    }
-
-    fn tags(received: &[Vec<u8>]) -> Vec<u32> {
-        received.iter().map(|packet| tag_of(packet)).collect()
-    }
-}
-
 /// Key renewals so far: (client, server).
 fn renewals(sim: &Sim) -> (u64, u64) {
     let client = sim.client_report().sessions[0].key_renewals;
     let server = sim.server_report().sessions[0].key_renewals;
-    (client, server)
-}
-
-/// The client's session id and the server's id of its session.
-fn session_id(sim: &Sim) -> (SessionId, u32) {
-    let server = sim.server_report().sessions[0].local_id;
-    let client = sim.client().core().session_id().expect("a session");
     (client, server)
 }
 
@@ -130,46 +103,64 @@ fn a_client_whose_renewals_fail_drops_its_keys_at_the_reject_time_and_starts_ove
 
 #[test]
 fn the_wall_clock_stepping_back_does_not_lock_the_client_out() {
-    let mut net = Net::established(&[10, 10], Duration::from_millis(50));
-    net.wall.fetch_sub(3600 * SECOND, Ordering::Relaxed);
+    let mut sim = established(&[10, 10], Duration::from_millis(50));
+    let wall = sim.client_wall_clock();
+    sim.set_client_wall_clock(wall - 3600 * SECOND);
     // The server stays up and remembers the first handshake's time.
-    net.cut = vec![true, true];
-    net.run_for(Duration::from_secs(11));
-    assert!(!net.client.is_established());
-    net.cut = vec![false, false];
-    net.reconnects_and_delivers(3);
-    assert_eq!(net.server.drops().get(DropReason::HandshakeRejected), 0);
+    sim.cut_path(0, true);
+    sim.cut_path(1, true);
+    sim.run_for(Duration::from_secs(11));
+    assert!(!sim.client().core().is_established());
+    sim.cut_path(0, false);
+    sim.cut_path(1, false);
+    reconnects_and_delivers(&mut sim, 3);
+    assert_eq!(
+        sim.server()
+            .core()
+            .drops()
+            .get(DropReason::HandshakeRejected),
+        0
+    );
 }
 
 #[test]
 fn an_init_held_back_cannot_tear_down_a_working_session() {
-    let mut net = Net::established(&[10, 10], Duration::from_millis(50));
-    let session = net.session_id();
-    let wall = net.wall.load(Ordering::Relaxed);
+    let mut sim = established(&[10, 10], Duration::from_millis(50));
+    let session = session_id(&sim);
+    let wall = sim.client_wall_clock();
     // Newer than anything the server accepted, so it is answered...
-    net.inject_to_server(0, net.signed_init(wall + 10 * SECOND, None));
-    net.run_for(Duration::from_millis(50));
+    let held_back = signed_init(&sim, wall + 10 * SECOND, None);
+    arrives_at_server(&mut sim, 0, &held_back);
+    sim.run_for(Duration::from_millis(50));
     // ...but only keys the client uses replace its session.
-    net.client_sends(1, 100);
-    net.server_sends(2, CLIENT_INNER);
-    net.run_for(Duration::from_millis(50));
-    assert_eq!(Net::tags(&net.server_received), [1]);
-    assert_eq!(Net::tags(&net.client_received), [2]);
-    assert_eq!(net.session_id(), session);
+    client_sends(&mut sim, 1, 100);
+    sim.server_sends(&inner_packet(SERVER_INNER, CLIENT_INNER, 2, 100));
+    sim.run_for(Duration::from_millis(50));
+    assert_eq!(tags(sim.server_tun()), [1]);
+    assert_eq!(tags(sim.client_tun()), [2]);
+    assert_eq!(session_id(&sim), session);
     // A second one replaces the first unconfirmed session, not the live one.
-    net.inject_to_server(1, net.signed_init(wall + 20 * SECOND, None));
-    assert_eq!(net.server.drops().get(DropReason::UnconfirmedSession), 1);
-    net.client_sends(3, 100);
-    net.run_for(Duration::from_millis(50));
-    assert_eq!(Net::tags(&net.server_received), [1, 3]);
-    assert_eq!(net.session_id(), session);
+    let second = signed_init(&sim, wall + 20 * SECOND, None);
+    arrives_at_server(&mut sim, 1, &second);
+    assert_eq!(
+        sim.server()
+            .core()
+            .drops()
+            .get(DropReason::UnconfirmedSession),
+        1
+    );
+    client_sends(&mut sim, 3, 100);
+    sim.run_for(Duration::from_millis(50));
+    assert_eq!(tags(sim.server_tun()), [1, 3]);
+    assert_eq!(session_id(&sim), session);
 }
 
 #[test]
 fn a_forged_response_does_not_end_the_handshake_attempt() {
-    let mut net = Net::with_settings(&[10], settings(Duration::from_millis(50)));
-    net.run_for(Duration::from_millis(1));
-    let init = net.captured_init();
+    let mut sim = Sim::new(config(&[10], settings(Duration::from_millis(50))));
+    sim.capture_client_datagrams();
+    sim.run_for(Duration::from_millis(1));
+    let init = captured_init(&sim);
     let mut forged = vec![0x5a; HANDSHAKE_RESPONSE_LEN];
     forged[..8].copy_from_slice(&[
         PacketType::HandshakeResponse as u8,
@@ -181,14 +172,20 @@ fn a_forged_response_does_not_end_the_handshake_attempt() {
         init[6],
         init[7],
     ]);
-    net.inject_to_client(0, forged);
-    assert_eq!(net.client.drops().get(DropReason::HandshakeRejected), 1);
-    net.run_for(Duration::from_millis(100));
-    assert!(net.client.is_established());
-    let inits = net
-        .captured
+    sim.inject_to_client(0, &forged);
+    assert_eq!(
+        sim.client()
+            .core()
+            .drops()
+            .get(DropReason::HandshakeRejected),
+        1
+    );
+    sim.run_for(Duration::from_millis(100));
+    assert!(sim.client().core().is_established());
+    let inits = sim
+        .client_datagrams()
         .iter()
-        .filter(|(_, bytes)| bytes[0] == PacketType::HandshakeInit as u8)
+        .filter(|captured| captured.bytes[0] == PacketType::HandshakeInit as u8)
         .count();
     assert_eq!(inits, 1, "the first attempt completed");
 }

@@ -2,11 +2,9 @@
 //! challenge there, an unvalidated address gets at most three times what it sent,
 //! and a migrated path starts with fresh congestion and RTT state. On the simulator.
 
-use super::exchange::{client_sends, established, established_with, tags};
 use super::*;
 use crate::session::migration::{AMPLIFICATION_FACTOR, CHALLENGE_WIRE_LEN, MAX_CHALLENGES};
 use crate::session::send::PING_WIRE_COST;
-use crate::sim::Sim;
 use crate::wire::PacketType;
 
 /// Someone else's address on the server's network.
@@ -15,15 +13,6 @@ const VICTIM: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 200
 /// Path 0's NAT mapping after a rebinding.
 fn rebound() -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 1, 2)), 50123)
-}
-
-fn server_paths(sim: &Sim) -> Vec<PathReport> {
-    sim.server_report()
-        .sessions
-        .into_iter()
-        .next()
-        .map(|s| s.paths)
-        .unwrap_or_default()
 }
 
 fn server_drops(sim: &Sim, reason: DropReason) -> u64 {
@@ -50,8 +39,8 @@ fn unseen_datagram(sim: &mut Sim, paths: usize, path: usize, packet_type: Packet
     sim.client_datagrams()
         .iter()
         .rev()
-        .find(|(socket, bytes)| *socket == path && bytes[0] == packet_type as u8)
-        .map(|(_, bytes)| bytes.clone())
+        .find(|captured| captured.socket == path && captured.bytes[0] == packet_type as u8)
+        .map(|captured| captured.bytes.clone())
         .unwrap()
 }
 
@@ -117,8 +106,8 @@ fn a_datagram_from_a_new_address_that_is_not_the_newest_starts_no_validation() {
     let older = sim
         .client_datagrams()
         .iter()
-        .find(|(socket, bytes)| *socket == 0 && bytes[0] == PacketType::Data as u8)
-        .map(|(_, bytes)| bytes.clone())
+        .find(|captured| captured.socket == 0 && captured.bytes[0] == PacketType::Data as u8)
+        .map(|captured| captured.bytes.clone())
         .unwrap();
     for tag in 3..=6 {
         client_sends(&mut sim, tag, 200);

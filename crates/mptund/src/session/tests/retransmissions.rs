@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::session::SendQueueConfig;
-use crate::sim::{PathConfig, Sim, SimConfig};
 
 /// An IPv4 TCP segment from the server's inner address to the client's, carrying
 /// `SEGMENT` bytes from sequence number `seq`.
