@@ -302,6 +302,11 @@ fn carry(
     }
 }
 
+/// Inner packets the `core` benchmarks carried, printed at the end when
+/// `MPTUND_BENCH_PACKETS` is set: with `perf stat -e instructions:u` and
+/// `--profile-time`, instructions per packet, which wall-clock noise does not move.
+static PACKETS_CARRIED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn core(c: &mut Criterion) {
     let mut group = c.benchmark_group("core");
     group.throughput(Throughput::Elements(1));
@@ -309,7 +314,12 @@ fn core(c: &mut Criterion) {
         let mut pair = Pair::established(paths);
         group.bench_function(
             format!("client_tun_to_server_tun_per_packet/{paths}_paths"),
-            |b| b.iter(|| pair.one_packet()),
+            |b| {
+                b.iter(|| {
+                    pair.one_packet();
+                    PACKETS_CARRIED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                })
+            },
         );
     }
     group.finish();
@@ -319,10 +329,22 @@ fn core(c: &mut Criterion) {
         let mut pair = Pair::established(paths);
         group.bench_function(
             format!("client_tun_to_server_tun_batch_of_{TUN_BATCH}/{paths}_paths"),
-            |b| b.iter(|| pair.one_batch(TUN_BATCH)),
+            |b| {
+                b.iter(|| {
+                    pair.one_batch(TUN_BATCH);
+                    PACKETS_CARRIED
+                        .fetch_add(TUN_BATCH as u64, std::sync::atomic::Ordering::Relaxed);
+                })
+            },
         );
     }
     group.finish();
+    if std::env::var_os("MPTUND_BENCH_PACKETS").is_some() {
+        eprintln!(
+            "packets carried: {}",
+            PACKETS_CARRIED.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
 }
 
 criterion_group!(benches, crypto, core);
