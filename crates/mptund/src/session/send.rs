@@ -66,8 +66,8 @@ impl Route {
 /// placements at one instant with nothing but themselves changing the paths in
 /// between (a drain of the queues, a batch from the TUN). The views are built in full
 /// for its first packet; after that only the paths a placement sent on are looked at
-/// again. With three paths that is a third of the work per packet, an eighth with
-/// eight.
+/// again: with three paths a third of the views' work per packet, with eight an
+/// eighth.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct ViewsShown {
     now: Instant,
@@ -157,6 +157,9 @@ impl Session {
             route,
             changed: PathSet::EMPTY,
         });
+        if shown.is_some_and(|shown| shown.changed.is_empty()) {
+            return;
+        }
         let path_timeout = self.settings.path_timeout;
         let reference = self.forward_delay_reference();
         match shown {
