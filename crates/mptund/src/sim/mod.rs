@@ -2,13 +2,14 @@
 //! emulated paths, driven the way the daemon's event loop drives them.
 //!
 //! The cores run inside [`Engine`]s and are reached only through the engine's
-//! public methods (`handle_tun_packet`, `handle_datagram`, `flush_acks`,
+//! public methods (`handle_tun_packets`, `handle_datagram`, `flush_acks`,
 //! `handle_timeout`, `poll_timeout`, `poll_transmit`, `has_transmit`,
 //! `on_socket_full`, `on_send_failed`, `set_socket_open`, `poll_tun_packet`,
 //! `report`, and what the daemon's reload and shutdown use: `produce`,
 //! `fail_transmits`, `close`), so what the engine keeps per socket (blocked sockets,
 //! GSO runs) runs here as it does in the daemon, and a change inside the session
-//! does not change the simulator.
+//! does not change the simulator. What a TUN has for one instant is read as one
+//! batch, as the daemon reads it.
 //!
 //! Each side's sockets are modelled as the kernel's are. A send is one GSO run from
 //! [`Engine::poll_transmit`], split into its segments. It enters the socket's send
@@ -606,11 +607,21 @@ impl Sim {
         }
         self.server
             .send_unsent(&self.clock, &mut self.network, &self.wiring);
+        // What each TUN has for this instant is read as one batch, as the daemon reads.
+        let (mut client_tun, mut server_tun) = (Vec::new(), Vec::new());
         while let Some((_, event)) = self.events.pop_due(now) {
             match event {
-                Event::ClientTun(bytes) => self.client.read_tun(now, &bytes),
-                Event::ServerTun(bytes) => self.server.read_tun(now, &bytes),
+                Event::ClientTun(bytes) => client_tun.push(bytes),
+                Event::ServerTun(bytes) => server_tun.push(bytes),
             }
+        }
+        if !client_tun.is_empty() {
+            self.client
+                .read_tun_batch(now, client_tun.iter().map(Vec::as_slice));
+        }
+        if !server_tun.is_empty() {
+            self.server
+                .read_tun_batch(now, server_tun.iter().map(Vec::as_slice));
         }
         let mut client_read = false;
         while let Some((link, datagram)) = self.network.poll_release(now) {

@@ -217,10 +217,24 @@ impl<C: Core> Side<C> {
     }
 
     pub(super) fn read_tun(&mut self, now: Instant, bytes: &[u8]) {
-        let mut packet = self.engine.pool().take();
-        packet.buffer_mut()[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(bytes);
-        packet.set_range(HEADROOM, HEADROOM + bytes.len());
-        self.engine.handle_tun_packet(now, packet);
+        self.read_tun_batch(now, std::iter::once(bytes));
+    }
+
+    /// Inner packets the TUN hands over in one read at `now`, as the daemon's reader
+    /// hands a batch to [`Engine::handle_tun_packets`].
+    pub(super) fn read_tun_batch<'a>(
+        &mut self,
+        now: Instant,
+        packets: impl IntoIterator<Item = &'a [u8]>,
+    ) {
+        let mut batch = Vec::new();
+        for bytes in packets {
+            let mut packet = self.engine.pool().take();
+            packet.buffer_mut()[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(bytes);
+            packet.set_range(HEADROOM, HEADROOM + bytes.len());
+            batch.push(packet);
+        }
+        self.engine.handle_tun_packets(now, &mut batch);
     }
 
     pub(super) fn read_datagram(&mut self, now: Instant, received: Received, bytes: &[u8]) {
