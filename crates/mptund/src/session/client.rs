@@ -831,6 +831,12 @@ impl Core for ClientCore {
     }
 
     fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Outgoing>) {
+        debug_assert!(
+            self.session
+                .as_ref()
+                .is_none_or(|session| session.outbox.is_empty()),
+            "a step left datagrams in the session's outbox"
+        );
         let Some(session) = &mut self.session else {
             if now >= self.next_handshake_at {
                 self.start_handshake(now, out);

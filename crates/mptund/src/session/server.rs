@@ -228,6 +228,13 @@ impl ServerCore {
         let Some(held) = self.sessions.get(&id).map(|e| e.session.held_packets()) else {
             return 0;
         };
+        debug_assert!(
+            self.sessions
+                .get(&id)
+                .is_none_or(|e| e.session.outbox.is_empty()),
+            "a step left datagrams in session {}'s outbox",
+            id.0
+        );
         if self.ledger.crowded_out(held) {
             let share = self.ledger.share(held);
             // Rare: only when the budget is spent.

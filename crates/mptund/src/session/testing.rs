@@ -1,4 +1,4 @@
-//! Settings for cores built outside the daemon: the in-memory session tests, the fuzz
+//! Settings for cores built outside the daemon: the simulator and its tests, the fuzz
 //! targets (`fuzz/`) and the data path benchmark (`benches/datapath.rs`) start from
 //! the same values, so a new setting is filled in once.
 
