@@ -661,18 +661,6 @@ impl ClientCore {
             );
             return false;
         };
-        if packet.len() > session.max_inner_len() {
-            let len = packet.len();
-            refuse(
-                &mut self.pool,
-                &mut self.drops,
-                packet,
-                now,
-                DropReason::Oversize,
-                &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
-            );
-            return false;
-        }
         let (pool, drops) = (&mut self.pool, &mut self.drops);
         if continuing {
             session.send_next_inner(now, packet, pool, drops);

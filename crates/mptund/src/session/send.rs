@@ -117,6 +117,11 @@ impl Session {
         pool: &mut BufferPool,
         drops: &mut DropCounters,
     ) {
+        if packet.len() > self.max_inner_len() {
+            let len = packet.len();
+            let detail = format_args!("packet of {len} bytes from the TUN exceeds its MTU");
+            return refuse(pool, drops, packet, now, DropReason::Oversize, &detail);
+        }
         // Every packet is recorded, so that a later copy of it is known for one.
         let retransmission = self
             .sender

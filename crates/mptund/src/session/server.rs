@@ -897,19 +897,6 @@ impl ServerCore {
             self.pool.recycle(packet);
             return None;
         };
-        if packet.len() > entry.session.max_inner_len() {
-            let len = packet.len();
-            refuse(
-                &mut self.pool,
-                &mut self.drops,
-                packet,
-                now,
-                DropReason::Oversize,
-                &format_args!("packet of {len} bytes from the TUN exceeds its MTU"),
-            );
-            self.end_step(session_id, held);
-            return None;
-        }
         let (pool, drops) = (&mut self.pool, &mut self.drops);
         if previous == Some(session_id) {
             entry.session.send_next_inner(now, packet, pool, drops);
